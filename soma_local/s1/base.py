@@ -1,0 +1,67 @@
+"""The S1 interface: a batch of (statement, task, reasoning) in, calibrated probabilities out.
+
+Every backend (local classifier, LLM readout, Jev over HTTP) measures the input limit in its own
+tokenizer, so state building lives here and backends only score finished states.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Sequence
+
+from soma_local.state import TokenCounter, build_state, longest_tokens
+
+
+@dataclass(frozen=True)
+class S1Query:
+    statement: str
+    task: str
+    reasoning: str
+
+
+def sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    ez = math.exp(z)
+    return ez / (1.0 + ez)
+
+
+class S1(ABC):
+    """Base class of S1 backends.
+
+    ``score`` never raises for a single bad scan when ``tolerant`` is set on the backend: a failed
+    scan is ``None`` and the controller treats it as no evidence, so S1 trouble never stops S2.
+    """
+
+    name: str = "s1"
+    input_limit: int = 2048
+    # Tokens the backend adds around the state and statement (prompt template, special tokens).
+    template_tokens: int = 0
+
+    @property
+    @abstractmethod
+    def tokenizer(self) -> TokenCounter: ...
+
+    @abstractmethod
+    def score_states(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
+        """Probabilities that each (statement, state) holds, in order."""
+
+    def state_for(self, task: str, reasoning: str, statements: Sequence[str]) -> str:
+        reserve = longest_tokens(statements, self.tokenizer) + self.template_tokens
+        return build_state(task, reasoning, self.tokenizer, self.input_limit, reserve)
+
+    def score(self, queries: Sequence[S1Query]) -> list[float | None]:
+        statements = [q.statement for q in queries]
+        states: dict[tuple[str, str], str] = {}
+        pairs = []
+        for q in queries:
+            key = (q.task, q.reasoning)
+            if key not in states:
+                states[key] = self.state_for(q.task, q.reasoning, statements)
+            pairs.append((q.statement, states[key]))
+        return self.score_states(pairs)
+
+    def close(self) -> None:
+        """Release models or connections."""

@@ -1,0 +1,38 @@
+"""Build an S1 backend from a short spec string, as the CLI and the benchmarks take it.
+
+``readout`` or ``readout:<gguf path or embedded name>``: the training-free LLM readout.
+``none``: no S1 (a vanilla run).
+"""
+
+from __future__ import annotations
+
+from soma_local.errors import S1Error
+from soma_local.models import resolve_gguf
+from soma_local.s1.base import S1
+
+DEFAULT_S1 = "readout"
+
+
+def load_s1(
+    spec: str | None,
+    *,
+    temperature: float | None = None,
+    input_limit: int | None = None,
+    n_threads: int | None = None,
+    n_gpu_layers: int = 0,
+) -> S1 | None:
+    spec = spec or DEFAULT_S1
+    kind, _, arg = spec.partition(":")
+    if kind == "none":
+        return None
+    if kind == "readout":
+        from soma_local.s1.readout import ReadoutS1
+
+        return ReadoutS1(
+            resolve_gguf(arg or None),
+            temperature=temperature or 1.0,
+            input_limit=input_limit or 2048,
+            n_threads=n_threads,
+            n_gpu_layers=n_gpu_layers,
+        )
+    raise S1Error(f"unknown S1 '{spec}' (known: readout[:GGUF], none)")

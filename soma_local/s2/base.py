@@ -1,0 +1,94 @@
+"""The S2 interface: the few token-level primitives the supervise loop needs.
+
+A backend holds one sequence: it can load a prompt, append text it did not generate (a reminder, a
+takeover), generate a chunk that stops at a count, a line break, a stop text or end-of-generation,
+and branch: produce a side continuation and return to exactly where it was, sampler state included.
+Everything SOMA-specific (pause rule, token accounting) lives in ``session.py`` on top of these.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Literal
+
+StopReason = Literal["length", "newline", "stop_text", "eos"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Paper A.1 defaults (Qwen3 adds top_k=20); ``temperature=0`` is greedy."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 0  # 0 = off
+    min_p: float = 0.0
+    seed: int = 0
+
+
+@dataclass
+class Chunk:
+    ids: list[int] = field(default_factory=list)
+    data: bytes = b""
+    stop: StopReason = "length"
+    seconds: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+# Called with each generated token's bytes as it is produced (for streaming to a terminal).
+OnPiece = Callable[[bytes], None]
+
+
+class S2Backend(ABC):
+    name: str
+    chat_template: str | None
+    bos_token: str
+    eos_token: str
+
+    @abstractmethod
+    def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]: ...
+
+    @abstractmethod
+    def is_single_token(self, text: str) -> bool:
+        """Whether ``text`` is one special/added token (e.g. a native ``</think>``)."""
+
+    @abstractmethod
+    def load_prompt(self, ids: list[int]) -> float:
+        """Make ``ids`` the whole context (reusing a common prefix); return seconds spent."""
+
+    @abstractmethod
+    def feed(self, ids: list[int]) -> float:
+        """Append tokens that S2 did not generate; return seconds spent."""
+
+    @abstractmethod
+    def generate(
+        self,
+        max_tokens: int,
+        *,
+        stop_at_newline: bool = False,
+        stop_text: bytes | None = None,
+        on_piece: OnPiece | None = None,
+    ) -> Chunk:
+        """Sample up to ``max_tokens``; stop after a token containing a line break (if asked), after
+        the token that completes ``stop_text``, or at end-of-generation (that token is not kept)."""
+
+    @abstractmethod
+    def set_sampling(self, params: SamplingParams) -> None:
+        """(Re)build the sampler chain once; the same chain and RNG serve the whole run."""
+
+    @property
+    @abstractmethod
+    def position(self) -> int: ...
+
+    @abstractmethod
+    @contextmanager
+    def branch(self) -> Iterator[None]:
+        """Inside the block, anything may be fed or generated; on exit the context, the next-token
+        logits and the sampler state are exactly as they were on entry."""
+
+    def close(self) -> None:
+        pass

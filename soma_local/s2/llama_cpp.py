@@ -1,0 +1,261 @@
+"""S2 in-process on llama.cpp (llama-cpp-python) with a hand-written decode/sample loop.
+
+Why not ``create_completion``: it re-detokenizes the whole completion every step and rebuilds state
+per call. Here the sampler chain is built once, each step is one ``llama_sampler_sample`` and one
+single-token ``llama_decode`` through the raw bindings, and token pieces are cached by id. Rollback
+removes the KV tail and re-decodes the last kept token, so the next-token logits are recomputed from
+exactly the same cache layout as before the branch; the sampler is cloned for a branch, so its RNG is
+untouched on the main line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from soma_local.errors import ModelFileError
+from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams
+
+# Room kept free in the context for a takeover's text and its answer.
+_CONTEXT_MARGIN = 16
+
+
+class LlamaCppS2(S2Backend):
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        n_ctx: int = 8192,
+        n_gpu_layers: int = 0,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        flash_attn: bool = False,
+        chat_template: str | None = None,
+        sampling: SamplingParams | None = None,
+    ):
+        path = Path(model_path)
+        if not path.is_file():
+            raise ModelFileError(f"{path}: S2 model file not found")
+        import llama_cpp
+
+        self._lib = llama_cpp
+        threads = n_threads or max(1, (os.cpu_count() or 2))
+        try:
+            self.llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_gpu_layers=n_gpu_layers,
+                n_threads=threads,
+                n_threads_batch=threads,
+                flash_attn=flash_attn,
+                logits_all=False,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFileError(f"{path}: llama.cpp could not load it as a GGUF model: {exc}") from None
+        self.name = path.name
+        self.path = path
+        self.n_ctx = self.llm.n_ctx()
+        self.n_batch = n_batch
+        self._ctx = self.llm._ctx.ctx
+        self._vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._pieces: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self.chat_template = chat_template or self.llm.metadata.get("tokenizer.chat_template")
+        self.bos_token = self._special_text(self.llm.token_bos())
+        self.eos_token = self._special_text(self.llm.token_eos())
+        self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self._ids: list[int] = []  # tokens in the KV cache, in order
+        self._one = (llama_cpp.llama_token * 1)()
+        self._tail = b""  # last bytes generated, for stop texts split across tokens or chunks
+        self._sampler = None
+        self.set_sampling(sampling or SamplingParams())
+
+    # ---- tokens ------------------------------------------------------------------------------
+    def _special_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._piece(token).decode("utf-8", errors="replace")
+
+    def _piece(self, token: int) -> bytes:
+        piece = self._pieces.get(token)
+        if piece is None:
+            n = self._lib.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, True)
+            piece = self._piece_buf.raw[: max(n, 0)]
+            self._pieces[token] = piece
+        return piece
+
+    def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos and self._add_bos, special=special)
+
+    def detokenize(self, ids: list[int]) -> str:
+        return b"".join(self._piece(t) for t in ids).decode("utf-8", errors="replace")
+
+    def encode(self, text: str) -> list[int]:
+        """Plain-text tokens (the ``TokenCounter`` protocol the S1 state builder measures with)."""
+        return self.tokenize(text)
+
+    decode = detokenize
+
+    def next_logits(self):
+        """The next-token logits after the last decoded token (a numpy view; copy to keep)."""
+        import numpy as np
+
+        ptr = self._lib.llama_get_logits_ith(self._ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))
+
+    def is_single_token(self, text: str) -> bool:
+        return len(self.tokenize(text, special=True)) == 1
+
+    # ---- context -----------------------------------------------------------------------------
+    @property
+    def position(self) -> int:
+        return len(self._ids)
+
+    @property
+    def context_left(self) -> int:
+        return self.n_ctx - len(self._ids) - _CONTEXT_MARGIN
+
+    def _decode(self, ids: list[int]) -> None:
+        lib = self._lib
+        if len(self._ids) + len(ids) > self.n_ctx:
+            raise ModelFileError(
+                f"{self.name}: context of {self.n_ctx} tokens is full; raise --n-ctx"
+            )
+        for start in range(0, len(ids), self.n_batch):
+            part = ids[start : start + self.n_batch]
+            if len(part) == 1:
+                self._one[0] = part[0]
+                arr = self._one
+            else:
+                arr = (lib.llama_token * len(part))(*part)
+            rc = lib.llama_decode(self._ctx, lib.llama_batch_get_one(arr, len(part)))
+            if rc != 0:
+                raise RuntimeError(f"llama_decode failed with code {rc} at position {len(self._ids)}")
+            self._ids.extend(part)
+
+    def _truncate(self, n: int) -> None:
+        """Keep the first ``n`` tokens and recompute the logits of the last one."""
+        if n <= 0:
+            raise ValueError("cannot roll back to an empty context")
+        last = self._ids[n - 1]
+        self._lib.llama_memory_seq_rm(self._mem, -1, n - 1, -1)
+        del self._ids[n - 1 :]
+        self._decode([last])
+
+    def load_prompt(self, ids: list[int]) -> float:
+        t0 = time.perf_counter()
+        keep = 0
+        for a, b in zip(self._ids, ids):
+            if a != b:
+                break
+            keep += 1
+        keep = min(keep, len(ids) - 1)  # at least one token is decoded, for fresh logits
+        self._lib.llama_memory_seq_rm(self._mem, -1, keep, -1)
+        del self._ids[keep:]
+        self._decode(ids[keep:])
+        self._tail = b""
+        return time.perf_counter() - t0
+
+    def feed(self, ids: list[int]) -> float:
+        t0 = time.perf_counter()
+        if ids:
+            self._decode(ids)
+        self._tail = b""
+        return time.perf_counter() - t0
+
+    # ---- sampling ----------------------------------------------------------------------------
+    def set_sampling(self, params: SamplingParams) -> None:
+        lib = self._lib
+        if self._sampler is not None:
+            lib.llama_sampler_free(self._sampler)
+        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        if params.temperature <= 0:
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_greedy())
+        else:
+            if params.top_k > 0:
+                lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_k(params.top_k))
+            if params.top_p < 1.0:
+                lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_top_p(params.top_p, 1))
+            if params.min_p > 0:
+                lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_min_p(params.min_p, 1))
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_temp(params.temperature))
+            lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(params.seed & 0xFFFFFFFF))
+        self._sampler = chain
+        self.sampling = params
+
+    def generate(
+        self,
+        max_tokens: int,
+        *,
+        stop_at_newline: bool = False,
+        stop_text: bytes | None = None,
+        on_piece: OnPiece | None = None,
+    ) -> Chunk:
+        lib = self._lib
+        sample, is_eog, decode, batch_one = (
+            lib.llama_sampler_sample,
+            lib.llama_vocab_is_eog,
+            lib.llama_decode,
+            lib.llama_batch_get_one,
+        )
+        ctx, vocab, sampler, one, ids = self._ctx, self._vocab, self._sampler, self._one, self._ids
+        chunk = Chunk()
+        out = bytearray()
+        tail = self._tail
+        keep = len(stop_text) + 32 if stop_text else 0
+        max_tokens = min(max_tokens, self.context_left)
+        t0 = time.perf_counter()
+        for _ in range(max(0, max_tokens)):
+            token = sample(sampler, ctx, -1)
+            if is_eog(vocab, token):
+                chunk.stop = "eos"
+                break
+            one[0] = token
+            rc = decode(ctx, batch_one(one, 1))
+            if rc != 0:
+                raise RuntimeError(f"llama_decode failed with code {rc} at position {len(ids)}")
+            ids.append(token)
+            chunk.ids.append(token)
+            piece = self._pieces.get(token) or self._piece(token)
+            out += piece
+            if on_piece is not None:
+                on_piece(piece)
+            if stop_text is not None:
+                tail = (tail + piece)[-keep:]
+                if stop_text in tail:
+                    chunk.stop = "stop_text"
+                    tail = b""
+                    break
+            if stop_at_newline and b"\n" in piece:
+                chunk.stop = "newline"
+                break
+        chunk.seconds = time.perf_counter() - t0
+        chunk.data = bytes(out)
+        self._tail = tail
+        return chunk
+
+    @contextmanager
+    def branch(self) -> Iterator[None]:
+        lib = self._lib
+        main, mark, tail = self._sampler, len(self._ids), self._tail
+        self._sampler = lib.llama_sampler_clone(main)
+        try:
+            yield
+        finally:
+            lib.llama_sampler_free(self._sampler)
+            self._sampler, self._tail = main, tail
+            # Always re-decode the last kept token: anything fed in the block replaced the logits.
+            self._truncate(mark)
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._lib.llama_sampler_free(self._sampler)
+            self._sampler = None
+        self.llm.close()

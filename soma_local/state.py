@@ -1,0 +1,59 @@
+"""The S1 state: ``Task: Q\n\nReasoning so far: H`` cut to the S1's input limit (paper A.2).
+
+The task is always kept whole and the OLDEST reasoning is dropped, because what S1 must judge is what
+S2 is doing now. Room for the longest monitor statement is reserved so every monitor of a pause sees
+the same state. Reminders never enter H: the caller passes only S2's own thinking.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+PREFIX = "Task: {task}\n\nReasoning so far: "
+
+
+class TokenCounter(Protocol):
+    """The tokenizer whose units the input limit is measured in."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+def format_state(task: str, reasoning: str) -> str:
+    return PREFIX.format(task=task) + reasoning
+
+
+def build_state(
+    task: str,
+    reasoning: str,
+    tokenizer: TokenCounter,
+    limit: int,
+    reserve: int = 0,
+) -> str:
+    """Format the state, keeping the task and as much of the newest reasoning as fits.
+
+    ``limit`` is the S1 input limit in tokens and ``reserve`` the room kept for the statement (and any
+    template tokens the S1 adds). If the task alone does not fit, the task is still kept whole and the
+    reasoning is dropped entirely: cutting the question would make S1 judge a different problem.
+    """
+    head = PREFIX.format(task=task)
+    budget = limit - reserve - len(tokenizer.encode(head))
+    if budget <= 0 or not reasoning:
+        return head
+    ids = tokenizer.encode(reasoning)
+    if len(ids) <= budget:
+        return head + reasoning
+    tail = tokenizer.decode(ids[len(ids) - budget :])
+    # Decoding a cut token sequence can start mid-character or mid-word; begin at the next line or
+    # word boundary when one is near, so S1 does not read a fragment as a statement.
+    for sep in ("\n", " "):
+        cut = tail.find(sep)
+        if 0 <= cut < 64:
+            tail = tail[cut + 1 :]
+            break
+    return head + tail
+
+
+def longest_tokens(texts: Sequence[str], tokenizer: TokenCounter) -> int:
+    return max((len(tokenizer.encode(t)) for t in texts), default=0)

@@ -1,0 +1,108 @@
+"""The llama.cpp runtime on a real small GGUF (SmolLM2-135M, the embedded default)."""
+
+import pytest
+
+from soma_local.errors import ModelFileError
+from soma_local.s2.base import SamplingParams
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
+from soma_local.s2.llama_cpp import LlamaCppS2
+from soma_local.s2.session import PauseRule, Session
+
+QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
+
+
+def prompt_ids(s2, question=QUESTION):
+    fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
+    text = render_prompt(
+        s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, True),
+        fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token,
+    )
+    return s2.tokenize(text, special=True)
+
+
+def fresh(s2, seed):
+    s2.set_sampling(SamplingParams(temperature=0.8, top_p=0.95, seed=seed))
+    s2.load_prompt(prompt_ids(s2))
+
+
+def test_prompted_thinking_is_detected_and_prefilled(s2):
+    fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
+    assert fmt.mode == "prompted"  # SmolLM2 has no <think> token
+    text = render_prompt(s2.chat_template, model_path="m", user="hi", system=None, fmt=fmt)
+    assert text.endswith("<|im_start|>assistant\n<think>\n")
+    assert detect_thinking("{{ '<think>' }}", True).mode == "native"
+
+
+def test_missing_chat_template_and_missing_file_are_named():
+    with pytest.raises(ModelFileError, match="no chat template"):
+        render_prompt(None, model_path="x.gguf", user="q", system=None, fmt=ThinkingFormat("prompted"))
+    with pytest.raises(ModelFileError, match="not found"):
+        LlamaCppS2("/nonexistent/model.gguf")
+
+
+def test_not_a_gguf_gives_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf at all" * 100)
+    with pytest.raises(ModelFileError, match="could not load"):
+        LlamaCppS2(bad)
+
+
+def test_pauses_land_on_line_breaks_or_at_slack(s2):
+    fresh(s2, seed=3)
+    session = Session(s2, ThinkingFormat("prompted", close="</never-closes>"), max_tokens=2000)
+    rule = PauseRule(interval=64, slack=16)
+    last = 0
+    pauses = []
+    for _ in range(12):
+        pause = session.think_to_pause(rule)
+        if pause.ended:
+            break
+        n = session.tokens.thinking - last
+        pauses.append((n, pause.at_line_break))
+        if pause.at_line_break:
+            assert 64 < n <= 64 + 16
+            assert "\n" in s2.detokenize(s2._ids[-1:])
+        else:
+            assert n == 64 + 16
+        last = session.tokens.thinking
+    assert pauses, "the model wrote nothing"
+    assert any(at for _, at in pauses), f"no pause at a line break: {pauses}"
+
+
+def test_branch_rolls_back_kv_and_sampler_exactly(s2):
+    fresh(s2, seed=11)
+    straight = s2.generate(120).ids
+    fresh(s2, seed=11)
+    first = s2.generate(40).ids
+    with s2.branch():
+        s2.feed(s2.tokenize("\nSomething else entirely, to disturb the cache.\n"))
+        side = s2.generate(30).ids
+    rest = s2.generate(80).ids
+    assert side, "the branch generated nothing"
+    assert first + rest == straight[: len(first) + len(rest)]
+
+
+def test_same_seed_same_tokens_and_seed_matters(s2):
+    fresh(s2, seed=5)
+    a = s2.generate(50).ids
+    fresh(s2, seed=5)
+    b = s2.generate(50).ids
+    fresh(s2, seed=6)
+    c = s2.generate(50).ids
+    assert a == b and a != c
+
+
+def test_stop_text_split_across_tokens_is_found(s2):
+    s2.set_sampling(SamplingParams(temperature=0))
+    s2.load_prompt(prompt_ids(s2))
+    ref = s2.generate(40)
+    pieces = [s2.detokenize([t]).encode() for t in ref.ids]
+    # A stop text that starts inside token 20 and ends inside token 22.
+    start = sum(len(p) for p in pieces[:20]) + max(0, len(pieces[20]) - 2)
+    end = sum(len(p) for p in pieces[:22]) + min(1, len(pieces[22]))
+    stop = ref.data[start:end]
+    s2.load_prompt(prompt_ids(s2))
+    chunk = s2.generate(40, stop_text=stop)
+    assert chunk.stop == "stop_text"
+    assert chunk.ids == ref.ids[: 23] or stop in b"".join(pieces[: len(chunk.ids)])
+    assert stop not in b"".join(pieces[: len(chunk.ids) - 1])
