@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=.venv
 STAMP=$VENV/.soma-installed
-HASH=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+HASH=$( (cat pyproject.toml scripts/setup.sh; echo "${SOMA_EXTRA_MODELS:-}") | sha256sum | cut -c1-16)
 if [[ -f $STAMP && "$(cat $STAMP)" == "$HASH" ]]; then
   exit 0
 fi
