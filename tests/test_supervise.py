@@ -88,3 +88,16 @@ def test_vanilla_run_has_no_scans_and_respects_the_limit(s2):
     assert result.end.scans == 0
     assert result.end.tokens.thinking + result.end.tokens.answer <= 200
     json.loads(result.end.model_dump_json())
+
+
+def test_full_context_ends_the_run_as_a_limit(smollm_path):
+    from soma_local.s2.llama_cpp import LlamaCppS2
+
+    small = LlamaCppS2(smollm_path, n_ctx=256, n_threads=2)
+    try:
+        result = supervise(QUESTION, small, ScriptedS1([0.1]), resolve_monitors(["overthinking"]),
+                           config(max_tokens=10_000))
+    finally:
+        small.close()
+    assert result.stop == "limit"
+    assert result.end.tokens.prompt + result.end.tokens.thinking <= 256

@@ -84,6 +84,11 @@ class S2Backend(ABC):
     @abstractmethod
     def position(self) -> int: ...
 
+    @property
+    @abstractmethod
+    def context_left(self) -> int:
+        """Tokens that can still be generated before the context is full."""
+
     @abstractmethod
     @contextmanager
     def branch(self) -> Iterator[None]:

@@ -78,7 +78,9 @@ class Session:
 
     @property
     def remaining(self) -> int:
-        return self.max_tokens - self.tokens.thinking - self.tokens.answer
+        """Generation left: the run's limit, or a full context, whichever comes first."""
+        left = self.max_tokens - self.tokens.thinking - self.tokens.answer
+        return min(left, self.backend.context_left)
 
     # ---- thinking --------------------------------------------------------------------------
     def think_to_pause(self, rule: PauseRule) -> Pause:
