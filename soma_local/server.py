@@ -23,7 +23,7 @@ from datetime import date
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -148,6 +148,7 @@ def create_app(
     model = s1.name
     accepted = {model, *MODEL_ALIASES}
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="s1")
+    turn = asyncio.Lock()  # requests take turns on the S1, in arrival order
     pending = 0
     released = date.today().isoformat()
 
@@ -186,7 +187,7 @@ def create_app(
         return JSONResponse(ModelList(models=entries).model_dump())
 
     @app.post("/v1/systemone")
-    async def systemone(body: SystemOneRequest) -> JSONResponse:
+    async def systemone(body: SystemOneRequest, request: Request) -> Response:
         nonlocal pending
         if body.model not in accepted:
             raise JevHTTPError(400, "api_usage_error", f"Unknown model {body.model!r}; this server answers {sorted(accepted)}.")
@@ -194,7 +195,11 @@ def create_app(
             raise JevHTTPError(529, "overloaded_error", "The S1 is busy; retry shortly.", {"Retry-After": "1"})
         pending += 1
         try:
-            response = await asyncio.get_running_loop().run_in_executor(worker, answer_request, s1, body, model)
+            async with turn:
+                # A client that timed out while queued (and is retrying) would waste the S1's time.
+                if await request.is_disconnected():
+                    return Response(status_code=499)
+                response = await asyncio.get_running_loop().run_in_executor(worker, answer_request, s1, body, model)
         except StateTooLong as exc:
             raise JevHTTPError(413, "request_too_large", str(exc)) from None
         except S1Unavailable as exc:
