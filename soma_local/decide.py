@@ -102,19 +102,23 @@ def make_answer(question: NoulQuestion | ChoiceQuestion | ScoreQuestion, probs: 
 
 
 def fit_state(s1: S1, state: str, statements: Sequence[str]) -> str:
-    """The state as this S1 will read it.
+    """The state as this S1 will read it, or StateTooLong when state and questions cannot fit.
 
-    An S1 state (``Task: Q\\n\\nReasoning so far: H``, what our Jev adapter sends) is cut to this
+    An S1 state (``Task: Q\n\nReasoning so far: H``, what our Jev adapter sends) is cut to this
     S1's own input limit the SOMA way: task kept whole, oldest reasoning dropped. Any other state is
-    read as-is if it fits and refused if it does not, because no cut of arbitrary text is safe.
+    read as-is if it fits and refused if it does not, because no cut of arbitrary text is safe. Room
+    is kept for the longest statement of the request, so all its questions read the same state.
     """
+    room = s1.input_limit - longest_tokens(statements, s1.tokenizer) - s1.template_tokens
     parsed = parse_state(state)
     if parsed is not None:
-        return s1.state_for(*parsed, statements)
+        state = s1.state_for(*parsed, statements)
     tokens = len(s1.tokenizer.encode(state))
-    room = s1.input_limit - longest_tokens(statements, s1.tokenizer) - s1.template_tokens
     if tokens > room:
-        raise StateTooLong(f"state is {tokens} tokens; this S1 ({s1.name}) reads at most {max(0, room)} with these questions")
+        raise StateTooLong(
+            f"state ({tokens} tokens) and the longest question do not fit this S1 ({s1.name}): "
+            f"it reads at most {s1.input_limit} tokens, {max(0, room)} left for the state"
+        )
     return state
 
 

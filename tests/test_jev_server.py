@@ -129,9 +129,11 @@ def test_long_states_are_cut_the_soma_way_or_refused(smollm_path):
     with Running(create_app(short)) as srv, httpx.Client(base_url=srv.url, timeout=300) as client:
         r = ask(client, {"q": NOUL}, state=soma_state)
         plain = ask(client, {"q": NOUL}, state=reasoning)
+        huge_question = ask(client, {"q": {"type": "noul", "instructions": reasoning}}, state="short")
     short.close()
     assert r.status_code == 200 and r.json()["answers"]["q"]["noul"] == pytest.approx(expected, abs=LLAMA_TOL)
-    assert plain.status_code == 413 and "reads at most" in plain.json()["detail"]["message"]
+    assert plain.status_code == 413 and "reads at most 256" in plain.json()["detail"]["message"]
+    assert huge_question.status_code == 413  # a question longer than the S1 reads: refused, not a crash
 
 
 def test_auth_on_refuses_missing_and_wrong_keys(s1):

@@ -11,9 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from soma_local.decide import make_answer, normalise, noul_statement, statements
 from soma_local.jevwire import (
     ChoiceQuestion,
-    NoulQuestion,
     Question,
-    ScoreQuestion,
     SystemOneRequest,
     SystemOneResponse,
     choice_confidence,

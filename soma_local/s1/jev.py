@@ -219,8 +219,9 @@ class JevS1(S1):
 
     def _send(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
         """POST with the SDK's retries; raises JevFailure when no answer came back in time."""
-        started = time.monotonic()
-        for attempt in range(1, self.retry.max_retries + 2):
+        started, attempt = time.monotonic(), 0
+        while True:
+            attempt += 1
             retry_headers = {"X-TypeSafe-Retry-Count": str(attempt - 1)} if attempt > 1 else {}
             try:
                 with self._slots:
@@ -241,7 +242,6 @@ class JevS1(S1):
             if attempt > self.retry.max_retries or time.monotonic() - started + wait >= self.retry.budget:
                 raise JevFailure(f"{why} (after {attempt} attempts)")
             time.sleep(wait)
-        raise AssertionError("unreachable")
 
     def _ask(self, state: str, statements: list[str]) -> tuple[list[float | None], str | None]:
         ids = [f"m{i}" for i in range(len(statements))]
