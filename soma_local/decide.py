@@ -104,7 +104,7 @@ def make_answer(question: NoulQuestion | ChoiceQuestion | ScoreQuestion, probs: 
 def fit_state(s1: S1, state: str, statements: Sequence[str]) -> str:
     """The state as this S1 will read it, or StateTooLong when state and questions cannot fit.
 
-    An S1 state (``Task: Q\n\nReasoning so far: H``, what our Jev adapter sends) is cut to this
+    An S1 state (``Task: Q\\n\\nReasoning so far: H``, what our Jev adapter sends) is cut to this
     S1's own input limit the SOMA way: task kept whole, oldest reasoning dropped. Any other state is
     read as-is if it fits and refused if it does not, because no cut of arbitrary text is safe. Room
     is kept for the longest statement of the request, so all its questions read the same state.
