@@ -40,8 +40,8 @@ def test_jev_adapter_through_soma_serve_equals_the_local_s1(smollm_path):
             assert jev.last_error is None and jev.requests == 1
             jev.close()
     served.close(), local.close()
-    # Same states, same statements, same model: equal up to llama.cpp's batching (see test_jev_server).
-    assert via[False] == pytest.approx(direct, abs=0.03) and via[True] == pytest.approx(direct, abs=0.03)
+    # Same states, same statements, same model, fed in the same order to a fresh instance: identical.
+    assert via[False] == pytest.approx(direct, abs=1e-9) and via[True] == pytest.approx(direct, abs=1e-9)
 
 
 QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
