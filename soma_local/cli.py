@@ -83,6 +83,7 @@ def cmd_run(args) -> int:
         temperature=args.s1_temperature,
         n_threads=args.threads,
         n_gpu_layers=args.n_gpu_layers,
+        tokenizer=s2,
     )
     config = RunConfig(
         mode=args.mode,
@@ -138,6 +139,24 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    """Serve a local S1 as a Jev-compatible /v1/systemone (loopback by default)."""
+    from soma_local.s1.factory import load_s1
+    from soma_local.server import serve
+
+    key = os.environ.get(args.key_env) if args.key_env else None
+    if args.key_env and not key:
+        raise SomaError(f"--key-env {args.key_env}: that environment variable is empty")
+    s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    if s1 is None:
+        raise SomaError("--s1 none: there is no S1 to serve")
+    print(f"soma serve: {s1.name} on http://{args.host}:{args.port}/v1/systemone"
+          + (" (key required)" if key else " (no key)"), file=sys.stderr)
+    serve(s1, host=args.host, port=args.port, api_key=key, max_body_bytes=args.max_body_bytes,
+          max_pending=args.max_pending)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="soma", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -146,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--file", help="read the question from a file")
     run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
-    run.add_argument("--s1", help="S1 spec: readout[:GGUF] or none (default: readout)")
+    run.add_argument("--s1", help="S1 spec: readout[:GGUF], jev[:openrouter|BASE_URL] or none (default: readout)")
     run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
     run.add_argument("--monitor", action="append", help="monitor name or .toml path (repeatable)")
     run.add_argument("--threshold", action="append", help="NAME=H takeover threshold (repeatable)")
@@ -164,6 +183,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--flash-attn", action="store_true")
     run.add_argument("--trace", help="trace JSONL path (default: runs/<time>.jsonl)")
     run.set_defaults(func=cmd_run)
+    srv = sub.add_parser("serve", help="serve a local S1 as a Jev-compatible /v1/systemone")
+    srv.add_argument("--s1", help="S1 spec to serve (default: the default local S1)")
+    srv.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--key-env", help="require Authorization: Bearer <the key in this environment variable>")
+    srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request size limit (after zstd too)")
+    srv.add_argument("--max-pending", type=int, default=64, help="queued requests before 529 overloaded")
+    srv.add_argument("--threads", type=int, help="CPU threads for the S1 (default: all cores)")
+    srv.add_argument("--n-gpu-layers", type=int, default=0, help="-1 offloads all layers")
+    srv.set_defaults(func=cmd_serve)
     return parser
 
 

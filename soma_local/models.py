@@ -100,3 +100,20 @@ def resolve_gguf(spec: str | None) -> Path:
         known = ", ".join(EMBEDDED_GGUF)
         raise ModelFileError(f"{spec}: no such GGUF file (embedded models: {known})")
     return path
+
+
+class GgufTokenizer:
+    """A GGUF's tokenizer alone (llama.cpp ``vocab_only``: no weights in memory), for measuring the
+    S1 input limit in S2 tokens when no S2 is loaded in this process."""
+
+    def __init__(self, path: str | Path):
+        import llama_cpp
+
+        self._llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self.name = Path(path).name
+
+    def encode(self, text: str) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    def decode(self, ids) -> str:
+        return self._llm.detokenize(list(ids)).decode("utf-8", errors="replace")

@@ -24,6 +24,15 @@ def format_state(task: str, reasoning: str) -> str:
     return PREFIX.format(task=task) + reasoning
 
 
+def parse_state(text: str) -> tuple[str, str] | None:
+    """(task, reasoning) of a text ``format_state`` wrote, or None for any other text."""
+    head, _, tail = PREFIX.partition("{task}")
+    if not text.startswith(head) or tail not in text:
+        return None
+    task, _, reasoning = text[len(head) :].partition(tail)
+    return task, reasoning
+
+
 def build_state(
     task: str,
     reasoning: str,

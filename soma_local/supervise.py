@@ -74,7 +74,7 @@ def _scan(s1: S1 | None, monitors: Sequence[Monitor], task: str, reasoning: str)
     t0 = time.perf_counter()
     try:
         probs = s1.score([S1Query(m.statement, task, reasoning) for m in monitors])
-        error = None
+        error = None if all(p is not None for p in probs) else (s1.last_error or "S1 gave no probability")
     except Exception as exc:  # noqa: BLE001 - any S1 failure becomes a missing scan
         probs, error = [None] * len(monitors), f"{type(exc).__name__}: {exc}"
     return probs, error, time.perf_counter() - t0

@@ -31,11 +31,13 @@ def sigmoid(z: float) -> float:
 class S1(ABC):
     """Base class of S1 backends.
 
-    ``score`` never raises for a single bad scan when ``tolerant`` is set on the backend: a failed
-    scan is ``None`` and the controller treats it as no evidence, so S1 trouble never stops S2.
+    A backend that can fail per scan (a remote S1) returns ``None`` for what it could not score and
+    says why in ``last_error``; the controller treats ``None`` as no evidence and the supervise loop
+    records the scan as failed, so S1 trouble never stops S2.
     """
 
     name: str = "s1"
+    last_error: str | None = None  # why the last ``score_states`` call left a probability None
     input_limit: int = 2048
     # Tokens the backend adds around the state and statement (prompt template, special tokens).
     template_tokens: int = 0

@@ -1,14 +1,18 @@
 """Build an S1 backend from a short spec string, as the CLI and the benchmarks take it.
 
 ``readout`` or ``readout:<gguf path or embedded name>``: the training-free LLM readout.
+``jev``, ``jev:openrouter`` or ``jev:<base URL>``: Jev over HTTP (TypeSafe by default, honouring
+TYPESAFE_BASE_URL; any Jev-compatible server, ``soma serve`` included). Its 2,048-token input limit is
+measured with ``tokenizer`` (the S2's, when the caller has one) or the embedded S2's tokenizer.
 ``none``: no S1 (a vanilla run).
 """
 
 from __future__ import annotations
 
 from soma_local.errors import S1Error
-from soma_local.models import resolve_gguf
+from soma_local.models import GgufTokenizer, resolve_gguf
 from soma_local.s1.base import S1
+from soma_local.state import TokenCounter
 
 DEFAULT_S1 = "readout"
 
@@ -20,6 +24,7 @@ def load_s1(
     input_limit: int | None = None,
     n_threads: int | None = None,
     n_gpu_layers: int = 0,
+    tokenizer: TokenCounter | None = None,
 ) -> S1 | None:
     spec = spec or DEFAULT_S1
     kind, _, arg = spec.partition(":")
@@ -35,4 +40,14 @@ def load_s1(
             n_threads=n_threads,
             n_gpu_layers=n_gpu_layers,
         )
-    raise S1Error(f"unknown S1 '{spec}' (known: readout[:GGUF], none)")
+    if kind == "jev":
+        from soma_local.s1.jev import JevS1, resolve_endpoint
+
+        base_url, key_env = resolve_endpoint(arg)
+        return JevS1(
+            base_url,
+            tokenizer or GgufTokenizer(resolve_gguf(None)),
+            key_env=key_env,
+            input_limit=input_limit or 2048,
+        )
+    raise S1Error(f"unknown S1 '{spec}' (known: readout[:GGUF], jev[:openrouter|BASE_URL], none)")

@@ -1,0 +1,250 @@
+"""``soma serve``: a local S1 behind a Jev-compatible ``/v1/systemone`` (FastAPI on uvicorn).
+
+Any Jev client (the official SDK, our own ``jev`` S1 adapter) can then use the local S1, and no byte
+leaves the machine. The wire format and error shapes are TypeSafe's as jevcompat checks them:
+422 ``{"detail": [...]}`` for invalid bodies (FastAPI's own shape, which the official API uses),
+``{"detail": {"error_type", "message"}}`` for everything else, never a 5xx for a bad request.
+
+The S1 backend runs on one worker thread: llama.cpp contexts (and most model objects) are not
+thread-safe, and one model on one CPU gains nothing from interleaving requests. Requests queue for
+it; past ``max_pending`` the server answers 529 (overloaded) with ``Retry-After`` so clients back off
+instead of timing out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import threading
+import time
+from contextlib import asynccontextmanager
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from soma_local.decide import S1Unavailable, StateTooLong, answer_request
+from soma_local.jevwire import MODEL_ALIASES, ErrorBody, ErrorDetail, ModelInfo, ModelList, SystemOneRequest
+from soma_local.s1.base import S1
+
+DEFAULT_MAX_BODY = 1 << 20  # bytes, after decompression too
+DEFAULT_MAX_PENDING = 64
+
+
+class JevHTTPError(Exception):
+    def __init__(self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.error_type, self.message, self.headers = status, error_type, message, headers
+
+
+def error_response(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = ErrorBody(detail=ErrorDetail(error_type=error_type, message=message))
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+class AuthGate:
+    """Bearer-key check before anything else is read (so an unauthenticated client learns nothing
+    about its body). With no key configured every request passes, ``Authorization`` or not."""
+
+    def __init__(self, app: ASGIApp, *, key: str | None):
+        self.app, self.key = app, key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.key is None or scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            return await self.app(scope, receive, send)
+        header = Headers(scope=scope).get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            response = error_response(401, "authentication_error", "Must supply an API key as Authorization: Bearer <key>.")
+        elif not hmac.compare_digest(given.strip().encode(), self.key.encode()):
+            response = error_response(401, "authentication_error", "Cannot authenticate with the given API key.")
+        else:
+            return await self.app(scope, receive, send)
+        response.headers["WWW-Authenticate"] = "Bearer"
+        await response(scope, receive, send)
+
+
+class BodyGate:
+    """Request-size limit (declared, received and decompressed) and ``Content-Encoding: zstd``, which
+    the official SDK uses for bodies from 1 KiB. The app downstream always sees plain JSON."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    def _too_large(self) -> JSONResponse:
+        return error_response(413, "request_too_large", f"Request body is larger than {self.max_bytes} bytes.")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._too_large()(scope, receive, send)
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                return await self._too_large()(scope, receive, send)
+            if not message.get("more_body", False):
+                break
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding == "zstd":
+            try:
+                body = bytearray(self._unzstd(bytes(body)))
+            except ValueError as exc:
+                return await error_response(400, "invalid_request_error", f"Body is not valid zstd: {exc}")(scope, receive, send)
+            if len(body) > self.max_bytes:
+                return await self._too_large()(scope, receive, send)
+        elif encoding not in ("", "identity"):
+            response = error_response(415, "invalid_request_error", f"Content-Encoding {encoding!r} is not supported; use zstd or none.")
+            return await response(scope, receive, send)
+        plain = bytes(body)
+        scope = dict(scope)
+        scope["headers"] = [
+            (k, v) for k, v in scope["headers"] if k not in (b"content-encoding", b"content-length")
+        ] + [(b"content-length", str(len(plain)).encode())]
+        delivered = False
+
+        async def replay() -> dict:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": plain, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    def _unzstd(self, data: bytes) -> bytes:
+        """At most ``max_bytes + 1`` decompressed bytes, so a small bomb cannot fill memory."""
+        import io
+
+        import zstandard
+
+        try:
+            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
+                return reader.read(self.max_bytes + 1)
+        except zstandard.ZstdError as exc:
+            raise ValueError(str(exc)) from None
+
+
+def create_app(
+    s1: S1,
+    *,
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    max_pending: int = DEFAULT_MAX_PENDING,
+) -> FastAPI:
+    """The Jev-compatible app for ``s1``. The model it answers as is the S1's name; the SDKs'
+    default aliases (``jev-latest``, ``jev-preview``) resolve to it."""
+    model = s1.name
+    accepted = {model, *MODEL_ALIASES}
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="s1")
+    turn = asyncio.Lock()  # requests take turns on the S1, in arrival order
+    pending = 0
+    released = date.today().isoformat()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        worker.shutdown(wait=False)
+
+    app = FastAPI(
+        title="soma-local S1 (Jev-compatible)", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
+
+    @app.exception_handler(JevHTTPError)
+    async def _jev_error(_: Request, exc: JevHTTPError) -> JSONResponse:
+        return error_response(exc.status, exc.error_type, exc.message, exc.headers)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request_error")
+        return error_response(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's HTTPValidationError shape, without echoing inputs (a state can be large).
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def _internal(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(500, "internal_error", f"{type(exc).__name__} in the S1 server")
+
+    @app.get("/v1/models")
+    async def models() -> JSONResponse:
+        entries = [ModelInfo(name=model, description=f"soma-local S1 ({model})", release_date=released)]
+        entries += [ModelInfo(name=alias, description=f"alias of {model}", release_date=released) for alias in MODEL_ALIASES]
+        return JSONResponse(ModelList(models=entries).model_dump())
+
+    @app.post("/v1/systemone")
+    async def systemone(body: SystemOneRequest, request: Request) -> Response:
+        nonlocal pending
+        if body.model not in accepted:
+            raise JevHTTPError(400, "api_usage_error", f"Unknown model {body.model!r}; this server answers {sorted(accepted)}.")
+        if pending >= max_pending:
+            raise JevHTTPError(529, "overloaded_error", "The S1 is busy; retry shortly.", {"Retry-After": "1"})
+        pending += 1
+        try:
+            async with turn:
+                # A client that timed out while queued (and is retrying) would waste the S1's time.
+                if await request.is_disconnected():
+                    return Response(status_code=499)
+                response = await asyncio.get_running_loop().run_in_executor(worker, answer_request, s1, body, model)
+        except StateTooLong as exc:
+            raise JevHTTPError(413, "request_too_large", str(exc)) from None
+        except S1Unavailable as exc:
+            raise JevHTTPError(503, "s1_unavailable", str(exc), {"Retry-After": "1"}) from None
+        finally:
+            pending -= 1
+        return JSONResponse(response.model_dump(mode="json"))
+
+    app.add_middleware(BodyGate, max_bytes=max_body_bytes)
+    app.add_middleware(AuthGate, key=api_key)  # added last: runs first
+    return app
+
+
+def serve(s1: S1, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning", **options) -> None:
+    import uvicorn
+
+    uvicorn.run(create_app(s1, **options), host=host, port=port, log_level=log_level)
+
+
+class Running:
+    """Context manager: ``app`` served by uvicorn on a free loopback port in a background thread
+    (tests and benchmarks talk to a real server, sockets and all). ``url`` is the server root."""
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1"):
+        import socket
+
+        import uvicorn
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self.url = f"http://{host}:{self._sock.getsockname()[1]}"
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+
+    def __enter__(self) -> "Running":
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"soma serve did not start on {self.url}")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._sock.close()
