@@ -1,5 +1,6 @@
 """Build an S1 backend from a short spec string, as the CLI and the benchmarks take it.
 
+``classifier`` or ``classifier:<name in s1_models/ or folder>``: the local trained classifier (default).
 ``readout`` or ``readout:<gguf path or embedded name>``: the training-free LLM readout.
 ``none``: no S1 (a vanilla run).
 """
@@ -10,7 +11,7 @@ from soma_local.errors import S1Error
 from soma_local.models import resolve_gguf
 from soma_local.s1.base import S1
 
-DEFAULT_S1 = "readout"
+DEFAULT_S1 = "classifier"
 
 
 def load_s1(
@@ -25,6 +26,10 @@ def load_s1(
     kind, _, arg = spec.partition(":")
     if kind == "none":
         return None
+    if kind == "classifier":
+        from soma_local.s1.classifier import ClassifierS1
+
+        return ClassifierS1(arg or None, input_limit=input_limit, temperature=temperature)
     if kind == "readout":
         from soma_local.s1.readout import ReadoutS1
 
@@ -35,4 +40,4 @@ def load_s1(
             n_threads=n_threads,
             n_gpu_layers=n_gpu_layers,
         )
-    raise S1Error(f"unknown S1 '{spec}' (known: readout[:GGUF], none)")
+    raise S1Error(f"unknown S1 '{spec}' (known: classifier[:NAME|FOLDER], readout[:GGUF], none)")
