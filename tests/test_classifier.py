@@ -83,3 +83,33 @@ def test_corrupt_config_names_the_field(tmp_path):
     config.write_text(config.read_text().replace('"temperature": ', '"temperature": -'))
     with pytest.raises(ModelFileError, match="field 'temperature'"):
         ClassifierS1(folder)
+
+
+def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, classifier, monitors, tmp_path):
+    """Our own runs are training material too: the trace written with the classifier S1 reads back."""
+    from soma_local.s2.base import SamplingParams
+    from soma_local.s2.formats import ThinkingFormat
+    from soma_local.s2.session import PauseRule
+    from soma_local.supervise import RunConfig, supervise
+    from soma_local.trace import Scan, TraceWriter
+    from training.traces import load_traces
+
+    question = "List the first twenty prime numbers and explain for each why it is prime."
+    path = tmp_path / "run.jsonl"
+    config = RunConfig(pause=PauseRule(64, 32), max_tokens=200, mode="remind_only",
+                       sampling=SamplingParams(0.8, 0.95, 0, 0.0, 3), thinking=ThinkingFormat("prompted", close="</think>"))
+    with TraceWriter(path) as trace:
+        result = supervise(question, s2, classifier, list(monitors.values()), config, trace)
+    scans = [r for r in result.records if isinstance(r, Scan)]
+    assert scans and all(0 < s.monitors[name].p < 1 for s in scans for name in monitors)
+    (loaded,) = load_traces([path])
+    assert loaded.question == question and loaded.thinking == result.end.thinking
+
+
+def test_soma_run_uses_the_classifier_by_default(tmp_path, capsys):
+    from soma_local.cli import main
+
+    rc = main(["run", "What is 2 + 3?", "--max-tokens", "64", "--scan-interval", "32", "--threads", "2",
+               "--trace", str(tmp_path / "t.jsonl")])
+    assert rc == 0
+    assert f"S1 classifier:{DEFAULT_S1_MODEL}" in capsys.readouterr().out

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from soma_local.errors import DataError
 from soma_local.trace import RunEnd, RunStart, read_trace
+from training.labels import final_boxed
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -45,8 +46,6 @@ class Trace(BaseModel):
 
     def final_answer(self) -> str | None:
         """The answer this trace ended on: its last boxed answer, else the gold one."""
-        from training.labels import final_boxed
-
         return final_boxed(self.answer_text) or final_boxed(self.thinking) or self.gold_answer()
 
 
