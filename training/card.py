@@ -1,0 +1,64 @@
+"""The model card written next to a released S1: what it reads, where its labels came from, its figures."""
+
+from __future__ import annotations
+
+from soma_local.s1_models import S1ModelConfig
+
+LABEL_SOURCES = {
+    "rules": (
+        "Rule labels over each trace's structure (`training/labels.py`), no model and no human: "
+        "overthinking = the trace's final answer has appeared twice in the thinking so far (reached and "
+        "restated) and a re-check phrase follows (0.9; restated without re-check 0.65; seen once 0.3; not "
+        "yet 0.05); unanswerable = a doubt about missing or contradictory information has been voiced "
+        "and an assumption or another attempt at a definite answer follows it (0.9; doubt only 0.65; no "
+        "doubt 0.05)."
+    ),
+}
+
+
+def _table(section: dict) -> str:
+    rows = ["| monitor | n | pos | AUROC | ECE before | ECE after | Brier before | Brier after |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, m in section.items():
+        b, a = m["before"], m["after"]
+        rows.append(f"| {name} | {a['n']} | {a['positives']} | {a['auroc']:.3f} | {b['ece']:.3f} | {a['ece']:.3f} | {b['brier']:.3f} | {a['brier']:.3f} |")
+    return "\n".join(rows)
+
+
+def model_card(name: str, config: S1ModelConfig, metrics: dict, data: dict) -> str:
+    teacher = data["teacher"]
+    source = LABEL_SOURCES.get(teacher, f"Teacher `{teacher}` (soft probabilities as labels).")
+    gold = metrics.get("gold_dev")
+    gold_part = (
+        "## Gold set (`s1_labels/gold_dev.jsonl`, strong LLM reader; never trained on, T not fitted on it)\n\n"
+        + _table(gold) + "\n" if gold else "No gold set was present at training time.\n"
+    )
+    statements = "\n".join(f"- **{k}**: {v}" for k, v in config.statements.items())
+    return f"""# S1 model `{name}`
+
+A frozen `{config.backbone}` cross-encoder reads `[statement] [SEP] Task: Q / Reasoning so far: H`
+(at most {config.max_length} backbone tokens; the task is kept whole and the oldest reasoning dropped)
+and a {'linear' if config.head_hidden == 0 else f'{config.head_hidden}-unit MLP'} head over
+[mean-pooled last layer, first token] returns one logit z; p = sigmoid(z / T), T = {config.temperature:.3f}.
+Only the head ships here (`head.safetensors`); the backbone is read from its local package.
+
+## Training data
+
+- States: cut from the traces ({', '.join(data['traces'])}) at the engine's scan schedule (pause after
+  256 thinking tokens at the next line break, or 128 tokens later), tokens counted with the embedded
+  S2 tokenizer; at most a few states per trace and monitor, drawn with a fixed seed.
+- Questions that any gold file draws from were removed before sampling ({data['excluded_questions']} questions).
+- Split by question: {data['train']} training states ({data['positives_train']} with label >= 0.5),
+  {data['held_out']} held-out states (temperature fitted here).
+- **Label source**: {source}
+- Monitor statements trained on:
+{statements}
+
+## Held-out split (same label source; T fitted here)
+
+{_table(metrics['held_out'])}
+
+{gold_part}
+Head sizes tried (best held-out NLL ships): {metrics['candidates']}.
+
+Reproduce: `python -m training.train {' '.join(data['argv'])}`
+"""
