@@ -32,6 +32,7 @@ class Question(BaseModel):
     question: str
     answer: str | None = None  # None: unanswerable
     answerable: bool = True
+    source: str = ""
 
 
 def load_questions(path: str | Path) -> list[Question]:

@@ -129,17 +129,24 @@ def cmd_replay(args) -> int:
     from soma_local.metrics import summarize
     from soma_local.models import resolve_gguf
     from soma_local.monitors import resolve_monitors
-    from soma_local.replay import ScoreCache, gguf_pieces, grouped, load_traces, replay_item, sample, scan
+    from soma_local.calibration_runs import load_questions
+    from soma_local.replay import (
+        ScoreCache, from_engine_trace, gguf_pieces, grouped, load_traces, replay_item, sample, scan,
+    )
+    from soma_local.trace import read_trace
     from soma_local.report import PAPER_UNANSWERABLE, h_label, pareto_plot, table
     from soma_local.s1.factory import load_s1
     from soma_local.s2.session import PauseRule
     from soma_local.scoring import is_abstention
 
     (monitor,) = resolve_monitors([args.monitor])
-    files = args.traces or sorted((_data_dir() / "traces").glob("*.jsonl"))
-    if not files:
+    files = args.traces or ([] if args.engine_traces else sorted((_data_dir() / "traces").glob("*.jsonl")))
+    if not files and not args.engine_traces:
         raise DataError(f"no trace files under {_data_dir() / 'traces'} (pass --traces FILE or set SOMA_DATA_DIR)")
     traces = [t for f in files for t in sample(load_traces(f), args.limit, args.seed)]
+    if args.engine_traces:
+        questions = {q.question.strip(): q for f in args.questions or [] for q in load_questions(f)}
+        traces += [from_engine_trace(read_trace(f), questions, str(f)) for f in args.engine_traces]
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads)
     if s1 is None:
         raise SomaError("replay needs an S1 (--s1 none given)")
@@ -227,6 +234,8 @@ def register(sub) -> None:
     rep = sub.add_parser("replay", help="S1 + controller over recorded S2 traces (no S2 compute)")
     _common(rep)
     rep.add_argument("--traces", action="append", help="trace JSONL (default: every <data>/traces/*.jsonl)")
+    rep.add_argument("--engine-traces", action="append", help="a trace of our own `soma run` (repeatable)")
+    rep.add_argument("--questions", action="append", help="dataset JSONL giving gold and answerability for --engine-traces")
     rep.add_argument("--threshold", type=float, help="h to report (default: calibration file, else monitor's)")
     rep.add_argument("--tokenizer", help="GGUF whose tokenizer counts tokens (default: smollm2-135m)")
     rep.add_argument("--cache-dir", default="runs/s1_cache", help="S1 score cache folder")

@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from soma_local.calibration_runs import Question
 from soma_local.controller import Action, Controller
 from soma_local.errors import DataError
 from soma_local.metrics import ItemResult
@@ -31,6 +32,7 @@ from soma_local.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.session import PauseRule
 from soma_local.scoring import after_thinking, extract_answer, grade, is_abstention, judge
+from soma_local.trace import RunEnd, RunStart
 
 _OPEN, _CLOSE = "<think>", "</think>"
 # The released prompts are "question + ' ' + fixed instruction" (traces/PROMPT_NOTE.md); S1's task is
@@ -82,6 +84,30 @@ def load_traces(path: str | Path) -> list[RecordedTrace]:
                     err = exc.errors()[0]
                     raise DataError(f"{path}:{lineno}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
     return out
+
+
+def from_engine_trace(records: Iterable[BaseModel], questions: dict[str, Question], source: str) -> RecordedTrace:
+    """One of our own run traces as a recorded trace; answerability and gold come from the dataset
+    item with the same question text. Best replayed from vanilla or remind-only runs, which are not
+    cut short by a takeover."""
+    records = list(records)
+    start = next((r for r in records if isinstance(r, RunStart)), None)
+    end = next((r for r in records if isinstance(r, RunEnd)), None)
+    if start is None or end is None:
+        raise DataError(f"{source}: not a finished run trace (needs run_start and run_end)")
+    q = questions.get(start.question.strip())
+    if q is None:
+        raise DataError(f"{source}: its question is in none of the --questions files")
+    closed = end.stop != "limit"
+    return RecordedTrace(
+        dataset=q.source or "engine",
+        model=start.s2_model,
+        question_id=q.id,
+        answerable=q.answerable,
+        prompt=q.question,
+        output=_OPEN + end.thinking + (_CLOSE + end.answer if closed else ""),
+        ground_truth=q.answer,
+    )
 
 
 # ---- the pause schedule over a recorded text (pure) --------------------------------------------------

@@ -15,6 +15,7 @@ from soma_local.replay import (
     takeover_pause,
 )
 from soma_local.s1.base import S1Query
+from soma_local.scoring import after_thinking
 from soma_local.s2.session import PauseRule
 
 
@@ -87,3 +88,20 @@ def test_sampling_is_seeded_and_keeps_file_order():
     items = list(range(50))
     a, b = sample(items, 5, seed=1), sample(items, 5, seed=1)
     assert a == b == sorted(a) and len(a) == 5 and sample(items, None, 1) == items
+
+
+def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():
+    from soma_local.calibration_runs import Question
+    from soma_local.replay import from_engine_trace
+    from soma_local.trace import RunEnd, RunStart, Timings, TokenCounts
+
+    start = RunStart(question="How many? ", s2_model="m.gguf", s1="none", monitors=[], thresholds={},
+                     settings={"mode": "soma"}, started_at="now")
+    end = RunEnd(stop="answer", thinking="I count 3.\n", answer="\\boxed{3}", output="", takeover=None, scans=0,
+                 failed_scans=0, reminders=0, tokens=TokenCounts(), timings=Timings())
+    q = Question(id="q1", question="How many?", answer="3", source="umwp_standard")
+    t = from_engine_trace([start, end], {"How many?": q}, "run.jsonl")
+    assert (t.thinking, t.gold, t.model, t.dataset) == ("I count 3.\n", "3", "m.gguf", "umwp_standard")
+    assert after_thinking(t.output) == "\\boxed{3}"
+    cut = from_engine_trace([start, end.model_copy(update={"stop": "limit"})], {"How many?": q}, "run.jsonl")
+    assert after_thinking(cut.output) is None
