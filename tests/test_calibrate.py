@@ -87,3 +87,25 @@ def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_variant(tmp_path
     path.write_text("{\"version\": 2}")
     with pytest.raises(DataError, match="thresholds.json"):
         load_calibration(path)
+
+
+def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):
+    from soma_local.calibration_runs import Question, grid_results, load_questions
+    from soma_local.readout import ReadoutRun
+    from test_readout import _records
+
+    records = [r.model_copy(update={"text": "\\boxed{I don't know.}"}) if r.type == "branch" else r for r in _records()]
+    records[-1] = records[-1].model_copy(update={"answer": "So \\boxed{12}"})
+    run = ReadoutRun(records)
+    answerable, unanswerable = Question(id="a", question="q", answer="12"), Question(id="u", question="q", answer=None,
+                                                                                      answerable=False)
+    out = grid_results([(answerable, run), (unanswerable, run)], "m", [0.5, math.inf])
+    early, never = out[0.5], out[math.inf]
+    assert [(i.abstained, i.correct, i.takeover, i.tokens) for i in early] == [(True, False, True, 211)] * 2
+    assert [(i.abstained, i.correct, i.takeover) for i in never] == [(False, True, False), (False, False, False)]
+    m = summarize(early)
+    assert (m.abstention, m.false_abstention, m.accuracy) == (1.0, 1.0, 0.0)
+    bad = tmp_path / "calib.jsonl"
+    bad.write_text('{"id": "x", "question": "q", "answer": "1"}\n{"id": "y", "question": "q", "answer": null, "answerable": true}\n')
+    with pytest.raises(DataError, match="calib.jsonl:2: answerable question 'y' has no answer"):
+        load_questions(bad)
