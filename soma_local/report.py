@@ -75,8 +75,12 @@ def pareto_plot(
         xs = [grid[h].tokens for h in hs]
         ys = [quality(grid[h], monitor) for h in hs]
         ax.plot(xs, ys, "o-", color=colour, label=f"{label} (SOMA over h)")
+        points: dict[tuple[float, float], list[float]] = {}  # thresholds that land on the same point
         for h, x, y in zip(hs, xs, ys):
-            ax.annotate(h_label(h), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+            points.setdefault((x, y), []).append(h)
+        for (x, y), same in points.items():
+            text = h_label(same[0]) if len(same) == 1 else f"{h_label(same[0])}..{h_label(same[-1])}"
+            ax.annotate(f"h={text}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
         if label in vanilla:
             v = vanilla[label]
             ax.plot([v.tokens], [quality(v, monitor)], "*", color=colour, markersize=15, label=f"{label} vanilla")
