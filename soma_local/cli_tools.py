@@ -41,7 +41,10 @@ def _write_json(path: Path, payload: dict) -> None:
 
 
 def _jsonable(obj):
-    return obj.model_dump(mode="json")
+    """Through pydantic's JSON encoder, which writes h = inf as "Infinity" (plain json cannot)."""
+    import json
+
+    return json.loads(obj.model_dump_json())
 
 
 # ---- soma calibrate ----------------------------------------------------------------------------
@@ -131,7 +134,7 @@ def cmd_replay(args) -> int:
     from soma_local.monitors import resolve_monitors
     from soma_local.calibration_runs import load_questions
     from soma_local.replay import (
-        ScoreCache, from_engine_trace, gguf_pieces, grouped, load_traces, replay_item, sample, scan,
+        CachedS1, ScoreCache, from_engine_trace, gguf_pieces, grouped, load_traces, replay_item, sample, scan,
     )
     from soma_local.trace import read_trace
     from soma_local.report import PAPER_UNANSWERABLE, h_label, pareto_plot, table
@@ -151,12 +154,12 @@ def cmd_replay(args) -> int:
     if s1 is None:
         raise SomaError("replay needs an S1 (--s1 none given)")
     pieces_of = gguf_pieces(resolve_gguf(args.tokenizer))
-    cache = ScoreCache(args.cache_dir, s1.name)
+    s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.name))
     rule = PauseRule(args.scan_interval, args.line_break_slack)
     scanned = []
     with _progress(len(traces), f"replay {monitor.name} with {s1.name}") as bar:
         for t in traces:
-            scanned.append(scan(t, monitor, s1, pieces_of, rule, cache))
+            scanned.append(scan(t, monitor, s1, pieces_of, rule))
             bar.update()
     s1.close()
 

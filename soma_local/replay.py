@@ -11,7 +11,7 @@ no weights): the recorded S2s' own tokenizers are not available offline, and the
 vanilla and SOMA keeps the comparison fair even where absolute counts differ from the S2's.
 
 Pure parts (``pause_points``, ``cut_offsets``, ``takeover_pause``, ``replay_item``) are tested without
-models; ``scan`` is the only place that calls S1, through an on-disk score cache.
+models; ``scan`` is the only place that calls S1, normally through ``CachedS1`` (an on-disk cache).
 """
 
 from __future__ import annotations
@@ -231,6 +231,35 @@ class ScoreCache:
             fh.write(json.dumps({"key": k, "p": p}) + "\n")
 
 
+class CachedS1(S1):
+    """An S1 that answers from a ``ScoreCache`` and asks the wrapped S1 only for new queries.
+
+    Also what makes two runs of one question comparable: the same state always gets the same p,
+    whatever the wrapped model's numerics do with a different KV-cache history."""
+
+    def __init__(self, inner: S1, cache: ScoreCache):
+        self.inner, self.cache = inner, cache
+        self.name, self.input_limit, self.template_tokens = inner.name, inner.input_limit, inner.template_tokens
+
+    @property
+    def tokenizer(self):
+        return self.inner.tokenizer
+
+    def score_states(self, pairs):
+        return self.inner.score_states(pairs)
+
+    def score(self, queries: Sequence[S1Query]) -> list[float | None]:
+        missing = [q for q in queries if self.cache.get(q) is None]
+        if missing:
+            for q, p in zip(missing, self.inner.score(missing)):
+                if p is not None:
+                    self.cache.put(q, p)
+        return [self.cache.get(q) for q in queries]
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 Pieces = Callable[[str], list[bytes]]
 
 
@@ -240,9 +269,8 @@ def scan(
     s1: S1,
     pieces_of: Pieces,
     rule: PauseRule,
-    cache: ScoreCache,
 ) -> ScannedTrace:
-    """Cut one trace at the pause schedule and score every cut (cached scores are not recomputed).
+    """Cut one trace at the pause schedule and score every cut (pass a ``CachedS1`` to keep scores).
     A failing S1 call is a missing scan (None), as in the live loop."""
     thinking = trace.thinking
     pieces = pieces_of(thinking)
@@ -251,15 +279,10 @@ def scan(
     cuts = [raw[:offset].decode("utf-8", errors="replace") for offset in cut_offsets(pieces, points)]
     probs: list[float | None] = []
     for reasoning in cuts:
-        query = S1Query(monitor.statement, trace.question, reasoning)
-        p = cache.get(query)
-        if p is None:
-            try:
-                (p,) = s1.score([query])
-            except Exception:  # noqa: BLE001 - as in the live loop, S1 trouble is a missing scan
-                p = None
-            if p is not None:
-                cache.put(query, p)
+        try:
+            (p,) = s1.score([S1Query(monitor.statement, trace.question, reasoning)])
+        except Exception:  # noqa: BLE001 - as in the live loop, S1 trouble is a missing scan
+            p = None
         probs.append(p)
     answer = after_thinking(trace.output)
     abstained, correct = judge(answer, trace.gold) if answer is not None else (False, False)

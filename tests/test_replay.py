@@ -105,3 +105,16 @@ def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():
     assert after_thinking(t.output) == "\\boxed{3}"
     cut = from_engine_trace([start, end.model_copy(update={"stop": "limit"})], {"How many?": q}, "run.jsonl")
     assert after_thinking(cut.output) is None
+
+
+def test_cached_s1_asks_the_wrapped_s1_only_for_new_states(tmp_path):
+    from conftest import ScriptedS1
+    from soma_local.replay import CachedS1
+
+    inner = ScriptedS1([0.7, 0.2])
+    s1 = CachedS1(inner, ScoreCache(tmp_path, inner.name))
+    a, b = S1Query("s", "task", "one"), S1Query("s", "task", "two")
+    assert s1.score([a]) == [0.7]
+    assert s1.score([a, b]) == [0.7, 0.2]  # only b reached the wrapped S1
+    assert [len(batch) for batch in inner.seen] == [1, 1]
+    assert CachedS1(ScriptedS1([0.9]), ScoreCache(tmp_path, inner.name)).score([b]) == [0.2]  # from disk
