@@ -21,7 +21,7 @@ FMT = ThinkingFormat("prompted", close="</think>")
 
 
 def _config(**kw):
-    base = dict(pause=PauseRule(64, 32), max_tokens=700, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), thinking=FMT)
+    base = dict(pause=PauseRule(48, 16), max_tokens=450, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), thinking=FMT)
     base.update(kw)
     return RunConfig(**base)
 
@@ -95,9 +95,9 @@ def test_readout_over_a_grid_equals_real_runs_on_a_real_gguf(s2, tmp_path):
 def test_no_reminder_readout_equals_a_real_no_reminder_run(s2):
     (m,) = resolve_monitors(["overthinking"])
     probs = [0.6, 0.6, 0.6, 0.6]  # S 0.41, 0.81, 1.22: h=1.0 takes over at scan 2 with no reminder
-    readout = supervise(QUESTION, s2, ScriptedS1(probs), [m], _config(mode="readout_no_reminder", max_tokens=400))
+    readout = supervise(QUESTION, s2, ScriptedS1(probs), [m], _config(mode="readout_no_reminder", max_tokens=250))
     (out,) = ReadoutRun(readout.records).grid(m.name, [1.0])
     real = supervise(QUESTION, s2, ScriptedS1(probs), [m], _config(mode="no_reminder", thresholds={m.name: 1.0},
-                                                                   max_tokens=400)).end
+                                                                   max_tokens=250)).end
     assert readout.end.reminders == 0 and out.scan_index == 2
     assert (out.answer, out.tokens) == (real.answer, real.tokens.thinking + real.tokens.answer)
