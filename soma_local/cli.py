@@ -7,8 +7,11 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import get_args
 
+from soma_local.cli_tools import register as register_tools
 from soma_local.errors import SomaError
+from soma_local.supervise import Mode
 
 DEMO_QUESTION = (
     "A bakery sells muffins for $3 each and cookies for $1.50 each. On Monday it sold 48 muffins and "
@@ -53,6 +56,17 @@ def _thresholds(pairs: list[str]) -> dict[str, float]:
     return out
 
 
+def _calibrated(args, s1, s2, monitors) -> dict[str, float]:
+    """Thresholds from the calibration file for this (S1, S2) and run variant; --threshold wins."""
+    from soma_local.calibrate import calibrated_thresholds, calibration_path, load_calibration
+
+    if s1 is None:
+        return {}
+    variant = "no_reminder" if args.mode in ("no_reminder", "readout_no_reminder") else "soma"
+    cal = load_calibration(calibration_path(args.calibration))
+    return calibrated_thresholds(cal, s1.name, s2.name, [m.name for m in monitors], variant)
+
+
 def cmd_run(args) -> int:
     from soma_local.models import resolve_gguf
     from soma_local.monitors import resolve_monitors
@@ -87,7 +101,7 @@ def cmd_run(args) -> int:
     )
     config = RunConfig(
         mode=args.mode,
-        thresholds=_thresholds(args.threshold or []),
+        thresholds={**_calibrated(args, s1, s2, monitors), **_thresholds(args.threshold or [])},
         pause=PauseRule(args.scan_interval, args.line_break_slack),
         max_tokens=args.max_tokens,
         sampling=sampling,
@@ -169,7 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
     run.add_argument("--monitor", action="append", help="monitor name or .toml path (repeatable)")
     run.add_argument("--threshold", action="append", help="NAME=H takeover threshold (repeatable)")
-    run.add_argument("--mode", default="soma", choices=["soma", "remind_only", "no_reminder", "readout"])
+    run.add_argument("--calibration", help="calibration file for h when no --threshold (default: "
+                     "$SOMA_CALIBRATION or calibration/thresholds.json)")
+    run.add_argument("--mode", default="soma", choices=list(get_args(Mode)))
     run.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
     run.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
     run.add_argument("--max-tokens", type=int, default=32768, help="generation limit")
@@ -194,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--threads", type=int, help="CPU threads for the S1 (default: all cores)")
     srv.add_argument("--n-gpu-layers", type=int, default=0, help="-1 offloads all layers")
     srv.set_defaults(func=cmd_serve)
+    register_tools(sub)
     return parser
 
 

@@ -68,3 +68,11 @@ def grade(gold: str, answer: str | None) -> bool:
 
 def _normalise(text: str) -> str:
     return re.sub(r"[\s$]|\\text\{|\}|\\!|,", "", text).lower()
+
+
+def judge(answer_text: str, gold: str | None) -> tuple[bool, bool]:
+    """(abstained, correct) for one answer section. ``gold=None`` marks an unanswerable question,
+    which no answer gets right; an abstention is never correct."""
+    abstained = is_abstention(answer_text)
+    correct = not abstained and gold is not None and grade(gold, extract_answer(answer_text))
+    return abstained, correct

@@ -33,8 +33,10 @@ from soma_local.trace import (
 
 # soma: remind, then take over at h. remind_only: h = infinity. no_reminder: evidence from the first
 # pause, take over at h without reminding. readout: remind_only plus every possible takeover produced
-# on a branch, so the outcome under any h can be read off afterwards (``readout.py``).
-Mode = Literal["soma", "remind_only", "no_reminder", "readout"]
+# on a branch, so the outcome under any h can be read off afterwards (``readout.py``);
+# readout_no_reminder: the same for the no_reminder variant (which calibrates its own h).
+Mode = Literal["soma", "remind_only", "no_reminder", "readout", "readout_no_reminder"]
+READOUT_MODES = ("readout", "readout_no_reminder")
 
 
 @dataclass
@@ -64,7 +66,7 @@ def reminder_paragraph(monitor: Monitor) -> str:
 
 
 def _threshold(monitor: Monitor, config: RunConfig) -> float:
-    if config.mode in ("remind_only", "readout"):
+    if config.mode == "remind_only" or config.mode in READOUT_MODES:
         return math.inf
     return config.thresholds.get(monitor.name, monitor.default_threshold)
 
@@ -107,7 +109,8 @@ def supervise(
         eos_token=s2.eos_token,
     )
     controllers = {
-        m.name: Controller(_threshold(m, config), remind=config.mode != "no_reminder") for m in monitors
+        m.name: Controller(_threshold(m, config), remind=config.mode not in ("no_reminder", "readout_no_reminder"))
+        for m in monitors
     }
     trace.write(
         RunStart(
@@ -190,10 +193,11 @@ def supervise(
             emit(event)
             stop = "takeover"
             break
-        if config.mode == "readout":
+        if config.mode in READOUT_MODES:
             for m in monitors:
                 d = decisions[m.name]
-                if d.action is Action.NONE and d.in_episode:
+                # Every pause where some finite h would take over: S > 0 without a reminder now.
+                if d.action is Action.NONE and d.evidence is not None and d.score > 0:
                     t = m.takeover
                     result = session.branch_takeover(t.conclusion, t.prefill, t.max_tokens)
                     trace.write(

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # A remind-only or readout run has h = inf: JSON has no infinity, so write it as "Infinity" (the
+    # default, null, would not read back as a float).
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class RunStart(_Record):

@@ -159,7 +159,12 @@ class LlamaCppS2(S2Backend):
         keep = min(keep, len(ids) - 1)  # at least one token is decoded, for fresh logits
         self._lib.llama_memory_seq_rm(self._mem, -1, keep, -1)
         del self._ids[keep:]
-        self._decode(ids[keep:])
+        # The last prompt token is always decoded on its own. A batched decode and a single-token one
+        # differ in the last bits of the logits, so without this a fresh load (one batch) and a reused
+        # prefix (one token) could sample differently under the same seed, and two runs of one
+        # question in a process (a readout against a real run) would diverge.
+        self._decode(ids[keep:-1])
+        self._decode(ids[-1:])
         self._tail = b""
         return time.perf_counter() - t0
 

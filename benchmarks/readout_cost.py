@@ -1,0 +1,94 @@
+"""Cost of calibrating a grid of thresholds by single-run readout, against one plain remind-only run.
+
+For each question: one remind-only run and one readout run (same seed, same S1), on the default S2
+unless told otherwise. The readout's main line is the remind-only run token for token; its extra cost
+is the takeover continuations produced on branches. S1 answers both runs through one score cache, so
+the same state gets the same p in both (S1 cost is the same for both and is left out of the times). Prints per question and in total: S2 generated
+tokens, S2 time, wall time, branch count, and the readout/remind-only ratios. Calibrating a grid of G
+thresholds by real runs would cost about G remind-only runs; the readout costs the ratio printed.
+How many branches there are depends on the S1, so the script also prints the bound for an S1 that
+makes every pause after the first a branch point (each branch at most the takeover's token budget).
+
+  PYTHONPATH=. python benchmarks/readout_cost.py --monitor unanswerable --limit 3 --max-tokens 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from soma_local.calibration_runs import load_questions  # noqa: E402
+from soma_local.models import resolve_gguf  # noqa: E402
+from soma_local.monitors import resolve_monitors  # noqa: E402
+from soma_local.replay import CachedS1, ScoreCache, sample  # noqa: E402
+from soma_local.s1.factory import load_s1  # noqa: E402
+from soma_local.s2.base import SamplingParams  # noqa: E402
+from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
+from soma_local.s2.session import PauseRule  # noqa: E402
+from soma_local.supervise import RunConfig, supervise  # noqa: E402
+from soma_local.trace import Branch, RunEnd  # noqa: E402
+
+
+def _cost(end: RunEnd) -> tuple[int, float, float]:
+    """Generated tokens, S2 seconds, and wall seconds without S1."""
+    t, tm = end.tokens, end.timings
+    return t.thinking + t.answer + t.probe, tm.s2_decode + tm.s2_prefill, tm.wall - tm.s1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--monitor", default="unanswerable")
+    ap.add_argument("--data", help="questions JSONL (default: <data>/<monitor>/calib_easy.jsonl)")
+    ap.add_argument("--limit", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--s2-model")
+    ap.add_argument("--s1")
+    ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--scan-interval", type=int, default=256)
+    ap.add_argument("--threads", type=int)
+    args = ap.parse_args()
+
+    data_dir = Path(os.environ.get("SOMA_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    (monitor,) = resolve_monitors([args.monitor])
+    questions = sample(load_questions(args.data or data_dir / monitor.name / "calib_easy.jsonl"), args.limit, args.seed)
+    sampling = SamplingParams(seed=args.seed)
+    s2 = LlamaCppS2(resolve_gguf(args.s2_model), n_ctx=4096, n_threads=args.threads, sampling=sampling)
+    s1 = CachedS1(load_s1(args.s1, n_threads=args.threads), ScoreCache(tempfile.mkdtemp(), "bench"))
+    print(f"S2 {s2.name} | S1 {s1.name} | monitor {monitor.name} | max_tokens {args.max_tokens} | X {args.scan_interval}")
+    print(f"{'question':<28}{'branches':>9}{'tok RO':>8}{'tok RD':>8}{'S2s RO':>8}{'S2s RD':>8}{'wall RO':>9}{'wall RD':>9}  (wall: S1 excluded)")
+    totals = [0.0] * 6
+    bound = 0
+    for q in questions:
+        costs = []
+        runs = []
+        for mode in ("remind_only", "readout"):
+            config = RunConfig(mode=mode, pause=PauseRule(args.scan_interval), max_tokens=args.max_tokens,
+                               sampling=sampling)
+            result = supervise(q.question, s2, s1, [monitor], config)
+            costs.append(_cost(result.end))
+            runs.append(result)
+            branches = sum(isinstance(r, Branch) for r in result.records)
+            if mode == "remind_only":
+                bound += max(0, result.end.scans - 1) * monitor.takeover.max_tokens
+        (tok_ro, s2_ro, wall_ro), (tok_rd, s2_rd, wall_rd) = costs
+        if runs[1].thinking != runs[0].thinking:
+            print(f"  warning: {q.id}: the readout's main line differs from the remind-only run")
+        for i, v in enumerate((tok_ro, tok_rd, s2_ro, s2_rd, wall_ro, wall_rd)):
+            totals[i] += v
+        print(f"{q.id[:27]:<28}{branches:>9}{tok_ro:>8}{tok_rd:>8}{s2_ro:>8.1f}{s2_rd:>8.1f}{wall_ro:>9.1f}{wall_rd:>9.1f}")
+    tok_ro, tok_rd, s2_ro, s2_rd, wall_ro, wall_rd = totals
+    print(f"readout / remind-only: generated tokens {tok_rd / tok_ro:.2f}x, S2 time {s2_rd / s2_ro:.2f}x, "
+          f"wall {wall_rd / wall_ro:.2f}x (a grid of G thresholds by real runs: about G x)")
+    print(f"bound, a branch at every pause after the first: generated tokens <= {(tok_ro + bound) / tok_ro:.2f}x")
+    s2.close()
+    s1.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

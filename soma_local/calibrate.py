@@ -1,0 +1,168 @@
+"""Threshold calibration (paper §3.4) and the calibration file ``soma run`` reads its h from.
+
+A takeover is irreversible, so h is chosen on calibration sets under a guard: among the thresholds of
+a grid whose accuracy stays within ``delta`` of the reference (by default the same runs with no
+takeover, h = inf), pick the best by an explicit objective. Choosing is pure; only the file helpers at
+the bottom touch the disk.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soma_local.errors import DataError
+from soma_local.metrics import Metrics
+
+_EPS = 1e-12
+
+
+class Objective(BaseModel):
+    """What "best" means for one monitor.
+
+    ``fewest_tokens`` (overthinking): the lowest mean token count. ``abstention`` (unanswerable): the
+    highest ``abstention - fa_weight * false_abstention``. Either way a threshold is eligible only if
+    its accuracy on answerable questions is at least the reference's minus ``delta`` (a fraction; the
+    paper uses 0). Ties go to fewer tokens, then to the larger (more cautious) h.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["fewest_tokens", "abstention"]
+    delta: float = Field(default=0.0, ge=0.0)
+    fa_weight: float = Field(default=1.0, ge=0.0)
+
+    def value(self, m: Metrics) -> float:
+        if self.kind == "fewest_tokens":
+            return -m.tokens
+        if m.abstention is None:
+            raise DataError("the abstention objective needs unanswerable questions in the calibration set")
+        return m.abstention - self.fa_weight * (m.false_abstention or 0.0)
+
+    def describe(self) -> str:
+        goal = "fewest tokens" if self.kind == "fewest_tokens" else f"max Abs - {self.fa_weight:g}*FA"
+        return f"{goal}, accuracy within {self.delta:g} of the reference"
+
+
+# The paper's objective per scenario; any other monitor must say which objective it wants.
+DEFAULT_OBJECTIVES = {"overthinking": "fewest_tokens", "unanswerable": "abstention"}
+
+
+def default_objective(monitor: str, delta: float = 0.0, fa_weight: float = 1.0) -> Objective:
+    kind = DEFAULT_OBJECTIVES.get(monitor)
+    if kind is None:
+        raise DataError(f"no default objective for monitor '{monitor}'; pass --objective fewest_tokens|abstention")
+    return Objective(kind=kind, delta=delta, fa_weight=fa_weight)
+
+
+class Candidate(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    threshold: float
+    metrics: Metrics
+    eligible: bool
+    value: float
+
+
+class Choice(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    threshold: float
+    objective: Objective
+    reference: Metrics
+    candidates: list[Candidate]
+
+
+def choose_threshold(
+    grid: Mapping[float, Metrics], objective: Objective, reference: Metrics | None = None
+) -> Choice:
+    """The calibrated h. ``grid`` maps each h (math.inf = never take over) to its metrics on the
+    calibration set; ``reference`` defaults to ``grid[inf]``, which is therefore always eligible."""
+    if reference is None:
+        if math.inf not in grid:
+            raise DataError("the grid needs h = inf (no takeover) as the reference, or pass a reference")
+        reference = grid[math.inf]
+    floor = None if reference.accuracy is None else reference.accuracy - objective.delta - _EPS
+    candidates = [
+        Candidate(
+            threshold=h,
+            metrics=m,
+            eligible=floor is None or (m.accuracy is not None and m.accuracy >= floor),
+            value=objective.value(m),
+        )
+        for h, m in sorted(grid.items())
+    ]
+    eligible = [c for c in candidates if c.eligible]
+    if not eligible:
+        raise DataError(f"no threshold keeps accuracy within {objective.delta:g} of the reference")
+    best = max(eligible, key=lambda c: (round(c.value, 9), -c.metrics.tokens, c.threshold))
+    return Choice(threshold=best.threshold, objective=objective, reference=reference, candidates=candidates)
+
+
+# ---- the calibration file ---------------------------------------------------------------------------
+
+Variant = Literal["soma", "no_reminder"]
+
+
+class CalibrationEntry(BaseModel):
+    """One calibrated h for (S1, S2, monitor, variant), with where its evidence lies."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    s1: str
+    s2: str
+    monitor: str
+    variant: Variant = "soma"
+    threshold: float
+    objective: Objective
+    scan_interval: int
+    datasets: list[str]
+    n_questions: int
+    results: str  # the readout results file the choice was made from
+    created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.s1, self.s2, self.monitor, self.variant)
+
+
+class CalibrationFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    version: Literal[1] = 1
+    entries: list[CalibrationEntry] = Field(default_factory=list)
+
+
+def calibration_path(path: str | Path | None = None) -> Path:
+    """``--calibration``, else $SOMA_CALIBRATION, else ./calibration/thresholds.json."""
+    return Path(path or os.environ.get("SOMA_CALIBRATION") or "calibration/thresholds.json")
+
+
+def load_calibration(path: Path) -> CalibrationFile:
+    if not path.is_file():
+        return CalibrationFile()
+    try:
+        return CalibrationFile.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise DataError(f"{path}: not a calibration file: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+
+
+def save_entry(path: Path, entry: CalibrationEntry) -> None:
+    """Add or replace the entry with the same (S1, S2, monitor, variant)."""
+    cal = load_calibration(path)
+    cal.entries = [e for e in cal.entries if e.key != entry.key] + [entry]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def calibrated_thresholds(
+    cal: CalibrationFile, s1: str, s2: str, monitors: list[str], variant: Variant
+) -> dict[str, float]:
+    """The calibrated h of each monitor that has one for this S1 and S2."""
+    found = {e.monitor: e.threshold for e in cal.entries if (e.s1, e.s2, e.variant) == (s1, s2, variant)}
+    return {m: found[m] for m in monitors if m in found}

@@ -1,0 +1,101 @@
+"""Readout runs over a calibration set, and their outcomes under each threshold of a grid.
+
+One readout run per question is the whole S2 cost of calibrating any number of thresholds (paper
+App. B). Runs are written one trace file per question and a finished one is never run again, so an
+interrupted calibration resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from soma_local.errors import DataError
+from soma_local.metrics import ItemResult
+from soma_local.monitors import Monitor
+from soma_local.readout import ReadoutRun
+from soma_local.s1.base import S1
+from soma_local.s2.base import S2Backend
+from soma_local.scoring import judge
+from soma_local.supervise import READOUT_MODES, RunConfig, supervise
+from soma_local.trace import RunEnd, TraceWriter, read_trace
+
+
+class Question(BaseModel):
+    """A benchmark or calibration item (``../shared/datasets/*/*.jsonl``)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str
+    question: str
+    answer: str | None = None  # None: unanswerable
+    answerable: bool = True
+    source: str = ""
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    out = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    q = Question.model_validate_json(line)
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    raise DataError(f"{path}:{lineno}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
+                if q.answerable and q.answer is None:
+                    raise DataError(f"{path}:{lineno}: answerable question '{q.id}' has no answer")
+                out.append(q)
+    return out
+
+
+def trace_file(out_dir: Path, question: Question) -> Path:
+    return out_dir / (question.id.replace("/", "_") + ".jsonl")
+
+
+def _finished(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        return any(isinstance(r, RunEnd) for r in read_trace(path))
+    except ValueError:
+        return False
+
+
+def run_readouts(
+    questions: Sequence[Question],
+    s2: S2Backend,
+    s1: S1,
+    monitors: Sequence[Monitor],
+    config: RunConfig,
+    out_dir: Path,
+    on_done: Callable[[Question], None] = lambda q: None,
+) -> list[Path]:
+    """One readout trace per question under ``out_dir`` (finished ones are kept, not rerun)."""
+    if config.mode not in READOUT_MODES:
+        raise ValueError(f"calibration needs a readout mode, got '{config.mode}'")
+    paths = []
+    for q in questions:
+        path = trace_file(out_dir, q)
+        if not _finished(path):
+            path.unlink(missing_ok=True)  # a killed run's partial trace
+            with TraceWriter(path) as trace:
+                supervise(q.question, s2, s1, monitors, config, trace)
+        paths.append(path)
+        on_done(q)
+    return paths
+
+
+def grid_results(
+    runs: Sequence[tuple[Question, ReadoutRun]], monitor: str, grid: Sequence[float]
+) -> dict[float, list[ItemResult]]:
+    """Each question's scored outcome at each h (pure over the readout records)."""
+    out: dict[float, list[ItemResult]] = {h: [] for h in grid}
+    for q, run in runs:
+        for h, read in zip(grid, run.grid(monitor, grid)):
+            abstained, correct = judge(read.answer, q.answer if q.answerable else None)
+            out[h].append(ItemResult(id=q.id, answerable=q.answerable, abstained=abstained, correct=correct,
+                                     tokens=read.tokens, takeover=read.takeover is not None))
+    return out

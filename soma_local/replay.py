@@ -1,0 +1,342 @@
+"""Trace replay: S1 and the controller over recorded S2 traces, with no S2 compute.
+
+This is how an S1 is judged on a CPU: the real Qwen3-8B and R1-Distill-Llama-8B traces are cut at the
+paper's pause schedule, S1 scores each cut, and the controller decides. A recorded trace cannot react
+to a reminder, so replay uses the no-reminder controller (evidence from the first pause, takeover at
+S >= h). Outcomes (DESIGN.md): a takeover whose prefill is an abstention is an abstention; any other
+takeover answers with the last answer the trace had stated before the takeover point.
+
+Tokens are counted with the embedded SmolLM2 GGUF's tokenizer (loaded vocabulary-only, so it costs
+no weights): the recorded S2s' own tokenizers are not available offline, and the same counter for
+vanilla and SOMA keeps the comparison fair even where absolute counts differ from the S2's.
+
+Pure parts (``pause_points``, ``cut_offsets``, ``takeover_pause``, ``replay_item``) are tested without
+models; ``scan`` is the only place that calls S1, normally through ``CachedS1`` (an on-disk cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from soma_local.calibration_runs import Question
+from soma_local.controller import Action, Controller
+from soma_local.errors import DataError
+from soma_local.metrics import ItemResult
+from soma_local.monitors import Monitor
+from soma_local.s1.base import S1, S1Query
+from soma_local.s2.session import PauseRule
+from soma_local.scoring import after_thinking, extract_answer, grade, is_abstention, judge
+from soma_local.trace import RunEnd, RunStart
+
+_OPEN, _CLOSE = "<think>", "</think>"
+# The released prompts are "question + ' ' + fixed instruction" (traces/PROMPT_NOTE.md); S1's task is
+# the question alone, as in the S1 gold labels.
+_PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
+
+
+class RecordedTrace(BaseModel):
+    """One line of ``traces/*.jsonl``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    dataset: str
+    model: str
+    question_id: str
+    answerable: bool
+    prompt: str
+    output: str
+    ground_truth: str | float | list[float | str] | None = None  # UMWP logs some golds as [14.0]
+
+    @property
+    def question(self) -> str:
+        head, sep, _ = self.prompt.partition(_PROMPT_SUFFIX)
+        return head.strip() if sep else self.prompt.strip()
+
+    @property
+    def gold(self) -> str | None:
+        if not self.answerable or self.ground_truth is None:
+            return None
+        value = self.ground_truth[0] if isinstance(self.ground_truth, list) else self.ground_truth
+        if isinstance(value, float):  # as the test files render them: 15.0 -> "15"
+            return str(int(value)) if value.is_integer() else repr(value)
+        return str(value)
+
+    @property
+    def thinking(self) -> str:
+        text = self.output[len(_OPEN) :] if self.output.startswith(_OPEN) else self.output
+        return text.split(_CLOSE, 1)[0]
+
+
+def load_traces(path: str | Path) -> list[RecordedTrace]:
+    out = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    out.append(RecordedTrace.model_validate_json(line))
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    raise DataError(f"{path}:{lineno}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
+    return out
+
+
+def from_engine_trace(records: Iterable[BaseModel], questions: dict[str, Question], source: str) -> RecordedTrace:
+    """One of our own run traces as a recorded trace; answerability and gold come from the dataset
+    item with the same question text. Best replayed from vanilla or remind-only runs, which are not
+    cut short by a takeover."""
+    records = list(records)
+    start = next((r for r in records if isinstance(r, RunStart)), None)
+    end = next((r for r in records if isinstance(r, RunEnd)), None)
+    if start is None or end is None:
+        raise DataError(f"{source}: not a finished run trace (needs run_start and run_end)")
+    q = questions.get(start.question.strip())
+    if q is None:
+        raise DataError(f"{source}: its question is in none of the --questions files")
+    closed = end.stop != "limit"
+    return RecordedTrace(
+        dataset=q.source or "engine",
+        model=start.s2_model,
+        question_id=q.id,
+        answerable=q.answerable,
+        prompt=q.question,
+        output=_OPEN + end.thinking + (_CLOSE + end.answer if closed else ""),
+        ground_truth=q.answer,
+    )
+
+
+# ---- the pause schedule over a recorded text (pure) --------------------------------------------------
+
+def pause_points(pieces: Sequence[bytes], rule: PauseRule) -> list[int]:
+    """Thinking-token counts at which the live loop would pause on this text.
+
+    As ``Session.think_to_pause``: ``interval`` tokens, then on to the token that contains a line
+    break, or ``slack`` tokens more. A stretch that runs into the end of thinking closes it instead of
+    pausing, so the last pause is always strictly inside the text (or on its last line break).
+    """
+    n, pos, out = len(pieces), 0, []
+    while True:
+        start = pos + rule.interval
+        if start >= n:
+            return out
+        window = range(start, min(start + rule.slack, n))
+        newline = next((j for j in window if b"\n" in pieces[j]), None)
+        if newline is not None:
+            pos = newline + 1
+        elif start + rule.slack <= n and rule.slack > 0:
+            pos = start + rule.slack
+        elif rule.slack == 0:
+            pos = start
+        else:
+            return out
+        out.append(pos)
+
+
+def cut_offsets(pieces: Sequence[bytes], points: Sequence[int]) -> list[int]:
+    """Byte offsets into the text at the given token counts."""
+    offsets, total, i = [], 0, 0
+    for point in points:
+        while i < point:
+            total += len(pieces[i])
+            i += 1
+        offsets.append(total)
+    return offsets
+
+
+# ---- controller and outcome (pure) ----------------------------------------------------------------------
+
+def takeover_pause(probs: Sequence[float | None], h: float) -> int | None:
+    """Index of the pause where the no-reminder controller at h takes over, if any."""
+    if math.isinf(h):
+        return None
+    controller = Controller(h, remind=False)
+    for i, p in enumerate(probs):
+        if controller.update(p).action is Action.TAKEOVER:
+            return i
+    return None
+
+
+class ScannedTrace(BaseModel):
+    """A trace cut at its pauses and scored by S1: everything replay needs, S1-free from here on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    dataset: str
+    model: str
+    answerable: bool
+    gold: str | None
+    pause_tokens: list[int]  # thinking tokens at each pause
+    stated: list[str | None]  # the last answer stated in the thinking up to each pause
+    probs: list[float | None]  # S1's p at each pause
+    vanilla: ItemResult
+
+
+def replay_item(trace: ScannedTrace, h: float, abstaining_takeover: bool, takeover_answer_tokens: int = 0) -> ItemResult:
+    """The outcome under the no-reminder controller at h. Tokens: thinking up to the takeover pause plus
+    ``takeover_answer_tokens`` (the takeover's answer is not generated in replay)."""
+    k = takeover_pause(trace.probs, h)
+    if k is None:
+        return trace.vanilla
+    if abstaining_takeover:
+        abstained, correct = True, False
+    else:
+        answer = trace.stated[k]
+        abstained = answer is not None and is_abstention(f"\\boxed{{{answer}}}")
+        correct = not abstained and trace.gold is not None and grade(trace.gold, answer)
+    return ItemResult(
+        id=trace.id,
+        answerable=trace.answerable,
+        abstained=abstained,
+        correct=correct,
+        tokens=trace.pause_tokens[k] + takeover_answer_tokens,
+        takeover=True,
+    )
+
+
+# ---- S1 over the cuts, with an on-disk cache ------------------------------------------------------------
+
+class ScoreCache:
+    """S1 probabilities per (S1 name, statement, task, reasoning), appended to one JSONL file per S1,
+    so a rerun or a different threshold grid costs no S1 call."""
+
+    def __init__(self, directory: str | Path, s1_name: str):
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in s1_name)
+        self.path = Path(directory) / f"{safe}.jsonl"
+        self.s1_name = s1_name
+        self._scores: dict[str, float] = {}
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self._scores[row["key"]] = row["p"]
+
+    def key(self, query: S1Query) -> str:
+        raw = "\0".join((self.s1_name, query.statement, query.task, query.reasoning))
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    def get(self, query: S1Query) -> float | None:
+        return self._scores.get(self.key(query))
+
+    def put(self, query: S1Query, p: float) -> None:
+        k = self.key(query)
+        self._scores[k] = p
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": k, "p": p}) + "\n")
+
+
+class CachedS1(S1):
+    """An S1 that answers from a ``ScoreCache`` and asks the wrapped S1 only for new queries.
+
+    Also what makes two runs of one question comparable: the same state always gets the same p,
+    whatever the wrapped model's numerics do with a different KV-cache history."""
+
+    def __init__(self, inner: S1, cache: ScoreCache):
+        self.inner, self.cache = inner, cache
+        self.name, self.input_limit, self.template_tokens = inner.name, inner.input_limit, inner.template_tokens
+
+    @property
+    def tokenizer(self):
+        return self.inner.tokenizer
+
+    def score_states(self, pairs):
+        return self.inner.score_states(pairs)
+
+    def score(self, queries: Sequence[S1Query]) -> list[float | None]:
+        missing = [q for q in queries if self.cache.get(q) is None]
+        if missing:
+            for q, p in zip(missing, self.inner.score(missing)):
+                if p is not None:
+                    self.cache.put(q, p)
+        return [self.cache.get(q) for q in queries]
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+Pieces = Callable[[str], list[bytes]]
+
+
+def scan(
+    trace: RecordedTrace,
+    monitor: Monitor,
+    s1: S1,
+    pieces_of: Pieces,
+    rule: PauseRule,
+) -> ScannedTrace:
+    """Cut one trace at the pause schedule and score every cut (pass a ``CachedS1`` to keep scores).
+    A failing S1 call is a missing scan (None), as in the live loop."""
+    thinking = trace.thinking
+    pieces = pieces_of(thinking)
+    points = pause_points(pieces, rule)
+    raw = thinking.encode("utf-8")
+    cuts = [raw[:offset].decode("utf-8", errors="replace") for offset in cut_offsets(pieces, points)]
+    probs: list[float | None] = []
+    for reasoning in cuts:
+        try:
+            (p,) = s1.score([S1Query(monitor.statement, trace.question, reasoning)])
+        except Exception:  # noqa: BLE001 - as in the live loop, S1 trouble is a missing scan
+            p = None
+        probs.append(p)
+    answer = after_thinking(trace.output)
+    abstained, correct = judge(answer, trace.gold) if answer is not None else (False, False)
+    total = len(pieces_of(trace.output[len(_OPEN) :] if trace.output.startswith(_OPEN) else trace.output))
+    return ScannedTrace(
+        id=trace.question_id,
+        dataset=trace.dataset,
+        model=trace.model,
+        answerable=trace.answerable,
+        gold=trace.gold,
+        pause_tokens=points,
+        stated=[extract_answer(c) for c in cuts],
+        probs=probs,
+        vanilla=ItemResult(id=trace.question_id, answerable=trace.answerable, abstained=abstained,
+                           correct=correct, tokens=total),
+    )
+
+
+def sample(traces: Sequence[RecordedTrace], limit: int | None, seed: int) -> list[RecordedTrace]:
+    """A seeded subset (the LLM-readout S1 is too slow for whole files on a CPU), in file order."""
+    import random
+
+    if limit is None or limit >= len(traces):
+        return list(traces)
+    keep = sorted(random.Random(seed).sample(range(len(traces)), limit))
+    return [traces[i] for i in keep]
+
+
+def gguf_pieces(model_path: str | Path) -> Pieces:
+    """Token pieces of a text by a GGUF's tokenizer, loaded vocabulary-only (no weights in memory)."""
+    import ctypes
+
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
+    buf = ctypes.create_string_buffer(256)
+    cache: dict[int, bytes] = {}
+
+    def piece(token: int) -> bytes:
+        if token not in cache:
+            n = llama_cpp.llama_token_to_piece(vocab, token, buf, 256, 0, True)
+            cache[token] = buf.raw[: max(n, 0)]
+        return cache[token]
+
+    return lambda text: [piece(t) for t in llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)]
+
+
+def group_key(trace: ScannedTrace | RecordedTrace) -> tuple[str, str]:
+    return trace.dataset, trace.model.split("/")[-1]
+
+
+def grouped(items: Iterable[ScannedTrace]) -> dict[tuple[str, str], list[ScannedTrace]]:
+    out: dict[tuple[str, str], list[ScannedTrace]] = {}
+    for t in items:
+        out.setdefault(group_key(t), []).append(t)
+    return out

@@ -1,0 +1,111 @@
+"""Threshold choice and the calibration file: pure, over metrics computed from item results."""
+
+import math
+
+import pytest
+
+from soma_local.calibrate import (
+    CalibrationEntry,
+    Objective,
+    calibrated_thresholds,
+    choose_threshold,
+    default_objective,
+    load_calibration,
+    save_entry,
+)
+from soma_local.errors import DataError
+from soma_local.metrics import ItemResult, summarize
+
+
+def _items(spec):
+    """spec: (answerable, abstained, correct, tokens) per question."""
+    return summarize([ItemResult(id=str(i), answerable=a, abstained=b, correct=c, tokens=t)
+                      for i, (a, b, c, t) in enumerate(spec)])
+
+
+def test_metrics_follow_the_papers_definitions():
+    m = _items([(True, False, True, 100), (True, True, False, 50), (False, True, False, 30), (False, False, False, 20)])
+    assert (m.accuracy, m.false_abstention, m.abstention, m.tokens) == (0.5, 0.5, 0.5, 50)
+    only_answerable = _items([(True, False, True, 10)])
+    assert only_answerable.abstention is None
+
+
+def test_overthinking_takes_the_fewest_tokens_among_thresholds_that_keep_accuracy():
+    grid = {
+        0.25: _items([(True, False, False, 100), (True, False, True, 100)]),  # loses a question
+        1.0: _items([(True, False, True, 300), (True, False, True, 200)]),
+        2.0: _items([(True, False, True, 400), (True, False, True, 300)]),
+        math.inf: _items([(True, False, True, 900), (True, False, True, 800)]),
+    }
+    choice = choose_threshold(grid, Objective(kind="fewest_tokens"))
+    assert choice.threshold == 1.0
+    assert [c.eligible for c in choice.candidates] == [False, True, True, True]
+    # A tolerance of one question in two lets the cheapest threshold in.
+    assert choose_threshold(grid, Objective(kind="fewest_tokens", delta=0.5)).threshold == 0.25
+
+
+def test_unanswerable_maximises_abstention_minus_weighted_false_abstention():
+    # (answerable, abstained, correct, tokens): two answerable then two unanswerable questions.
+    grid = {
+        1.0: _items([(True, True, False, 50), (True, False, True, 90), (False, True, False, 40), (False, True, False, 40)]),
+        3.0: _items([(True, True, False, 80), (True, False, True, 90), (False, True, False, 60), (False, False, False, 99)]),
+        math.inf: _items([(True, False, False, 90), (True, False, True, 90), (False, False, False, 99), (False, False, False, 99)]),
+    }
+    assert choose_threshold(grid, Objective(kind="abstention")).threshold == 1.0  # 1.0 - 0.5 beats 0.5 - 0.5
+    # Weighting false abstentions 3x makes taking over not worth it at all.
+    assert choose_threshold(grid, Objective(kind="abstention", fa_weight=3.0)).threshold == math.inf
+
+
+def test_ties_go_to_fewer_tokens_then_to_the_larger_threshold():
+    same = _items([(True, False, True, 100)])
+    choice = choose_threshold({1.0: same, 2.0: same, math.inf: _items([(True, False, True, 500)])},
+                              Objective(kind="fewest_tokens"))
+    assert choice.threshold == 2.0
+
+
+def test_objectives_need_a_reference_and_a_known_monitor():
+    with pytest.raises(DataError, match="h = inf"):
+        choose_threshold({1.0: _items([(True, False, True, 1)])}, Objective(kind="fewest_tokens"))
+    with pytest.raises(DataError, match="no default objective"):
+        default_objective("my_monitor")
+    assert default_objective("unanswerable", delta=0.02).kind == "abstention"
+
+
+def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_variant(tmp_path):
+    path = tmp_path / "cal" / "thresholds.json"
+    base = dict(s1="readout:a.gguf", s2="b.gguf", objective=Objective(kind="fewest_tokens"), scan_interval=256,
+                datasets=["calib_easy.jsonl"], n_questions=10, results="r.json")
+    save_entry(path, CalibrationEntry(monitor="overthinking", threshold=1.5, **base))
+    save_entry(path, CalibrationEntry(monitor="overthinking", threshold=0.5, **base))  # replaces
+    save_entry(path, CalibrationEntry(monitor="overthinking", variant="no_reminder", threshold=math.inf, **base))
+    cal = load_calibration(path)
+    assert len(cal.entries) == 2
+    assert calibrated_thresholds(cal, "readout:a.gguf", "b.gguf", ["overthinking", "x"], "soma") == {"overthinking": 0.5}
+    assert calibrated_thresholds(cal, "readout:a.gguf", "b.gguf", ["overthinking"], "no_reminder") == {
+        "overthinking": math.inf}
+    assert calibrated_thresholds(cal, "other", "b.gguf", ["overthinking"], "soma") == {}
+    path.write_text("{\"version\": 2}")
+    with pytest.raises(DataError, match="thresholds.json"):
+        load_calibration(path)
+
+
+def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):
+    from soma_local.calibration_runs import Question, grid_results, load_questions
+    from soma_local.readout import ReadoutRun
+    from test_readout import _records
+
+    records = [r.model_copy(update={"text": "\\boxed{I don't know.}"}) if r.type == "branch" else r for r in _records()]
+    records[-1] = records[-1].model_copy(update={"answer": "So \\boxed{12}"})
+    run = ReadoutRun(records)
+    answerable, unanswerable = Question(id="a", question="q", answer="12"), Question(id="u", question="q", answer=None,
+                                                                                      answerable=False)
+    out = grid_results([(answerable, run), (unanswerable, run)], "m", [0.5, math.inf])
+    early, never = out[0.5], out[math.inf]
+    assert [(i.abstained, i.correct, i.takeover, i.tokens) for i in early] == [(True, False, True, 211)] * 2
+    assert [(i.abstained, i.correct, i.takeover) for i in never] == [(False, True, False), (False, False, False)]
+    m = summarize(early)
+    assert (m.abstention, m.false_abstention, m.accuracy) == (1.0, 1.0, 0.0)
+    bad = tmp_path / "calib.jsonl"
+    bad.write_text('{"id": "x", "question": "q", "answer": "1"}\n{"id": "y", "question": "q", "answer": null, "answerable": true}\n')
+    with pytest.raises(DataError, match="calib.jsonl:2: answerable question 'y' has no answer"):
+        load_questions(bad)

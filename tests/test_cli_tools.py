@@ -1,0 +1,48 @@
+"""`soma calibrate` and `soma replay` end to end on the embedded GGUF (S2 and the readout S1), tiny."""
+
+import json
+import math
+
+from soma_local.calibrate import load_calibration
+from soma_local.cli import main
+
+
+def test_calibrate_writes_results_plot_and_a_calibration_entry_soma_run_reads(tmp_path, smollm_path):
+    data = tmp_path / "calib.jsonl"
+    data.write_text(json.dumps({"id": "c1", "question": "What is 12 times 3? Check it twice.", "answer": "36"}) + "\n")
+    cal = tmp_path / "thresholds.json"
+    out = tmp_path / "out"
+    args = ["calibrate", "--monitor", "overthinking", "--data", str(data), "--max-tokens", "160", "--scan-interval",
+            "48", "--line-break-slack", "16", "--threads", "2", "--n-ctx", "2048", "--grid", "0.5,2",
+            "--out", str(out), "--calibration", str(cal)]
+    assert main(args) == 0
+    results = json.loads((out / "calibration_results.json").read_text())
+    assert set(results["items"]) == {"0.5", "2", "inf"}
+    assert (out / "pareto.png").stat().st_size > 0 and len(list((out / "traces").glob("*.jsonl"))) == 1
+    (entry,) = load_calibration(cal).entries
+    assert (entry.monitor, entry.variant, entry.s2) == ("overthinking", "soma", smollm_path.name)
+    assert entry.threshold in (0.5, 2.0, math.inf) and entry.s1.startswith("readout:")
+    # A rerun finds the finished trace and does not run S2 again.
+    before = (out / "traces" / "c1.jsonl").read_text()
+    assert main(args) == 0 and (out / "traces" / "c1.jsonl").read_text() == before
+
+
+def test_replay_scans_recorded_traces_with_a_cached_s1(tmp_path):
+    line = {"dataset": "umwp", "model": "Org/M-8B", "question_id": "umwp-1", "answerable": False,
+            "prompt": "Tom has some apples. How many apples does he have? Let's think step by step and output the "
+                      "final answer within \\boxed{}.", "ground_truth": "I don't know.", "think_closed": True,
+            "output": "<think>\n" + "Tom has some apples, but the count is not given.\n" * 30 + "</think>\n"
+                      "\\boxed{I don't know.}"}
+    traces = tmp_path / "t.jsonl"
+    traces.write_text(json.dumps(line) + "\n")
+    args = ["replay", "--traces", str(traces), "--threads", "2", "--scan-interval", "128", "--out",
+            str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--grid", "1,3"]
+    assert main(args) == 0
+    results = json.loads((tmp_path / "out" / "replay_results.json").read_text())
+    (trace,) = results["traces"]
+    assert len(trace["probs"]) == len(trace["pause_tokens"]) >= 2 and all(0 < p < 1 for p in trace["probs"])
+    assert results["groups"]["umwp / M-8B"]["vanilla"]["abstention"] == 1.0
+    (cache,) = (tmp_path / "cache").glob("*.jsonl")
+    assert len(cache.read_text().splitlines()) == len(trace["probs"])
+    assert main(args) == 0  # every score now comes from the cache
+    assert len(cache.read_text().splitlines()) == len(trace["probs"])

@@ -1,0 +1,120 @@
+"""Trace replay's pure parts: the pause schedule over recorded text, the no-reminder controller and
+the outcome rules, on hand-built traces (no model)."""
+
+import math
+
+from soma_local.metrics import ItemResult
+from soma_local.replay import (
+    RecordedTrace,
+    ScannedTrace,
+    ScoreCache,
+    cut_offsets,
+    pause_points,
+    replay_item,
+    sample,
+    takeover_pause,
+)
+from soma_local.s1.base import S1Query
+from soma_local.scoring import after_thinking
+from soma_local.s2.session import PauseRule
+
+
+def _pieces(layout: str) -> list[bytes]:
+    """One token per character: 'n' is a token holding a line break, '.' any other token."""
+    return [b"x\n" if c == "n" else b"ab" for c in layout]
+
+
+def test_pauses_follow_the_live_schedule():
+    rule = PauseRule(interval=4, slack=3)
+    # interval 4, then the next line-break token within 3 (index 5 -> pause after 6 tokens);
+    # from 6: 4 more = 10, no line break in 10..12 -> pause at 13; from 13: 17 >= 16 tokens -> no pause.
+    layout = "....." + "n" + "...." + "..." + "..."
+    assert pause_points(_pieces(layout), rule) == [6, 13]
+    # A stretch that runs into the end of thinking closes it: no pause there.
+    assert pause_points(_pieces("......"), rule) == []
+    # A line break as the last thinking token still pauses (the live loop stops at it first).
+    assert pause_points(_pieces("....n"), rule) == [5]
+
+
+def test_cut_offsets_are_byte_offsets_of_the_token_counts():
+    pieces = [b"ab", b"c\n", "é".encode(), b"d"]
+    assert cut_offsets(pieces, [1, 3, 4]) == [2, 6, 7]
+
+
+def test_no_reminder_controller_takes_over_from_the_first_pause():
+    probs = [0.6, None, 0.6, 0.6, 0.9]  # S 0.41, (failed), 0.81, 1.22, 3.41
+    assert takeover_pause(probs, 1.0) == 3
+    assert takeover_pause(probs, 3.0) == 4
+    assert takeover_pause(probs, 5.0) is None
+    assert takeover_pause(probs, math.inf) is None
+
+
+def _scanned(answerable=True, gold="12", stated=("10", "12", None)):
+    vanilla = ItemResult(id="q", answerable=answerable, abstained=False, correct=answerable, tokens=900)
+    return ScannedTrace(id="q", dataset="d", model="org/M", answerable=answerable, gold=gold,
+                        pause_tokens=[100, 200, 300], stated=list(stated), probs=[0.9, 0.1, 0.99], vanilla=vanilla)
+
+
+def test_outcomes_abstain_or_take_the_last_stated_answer():
+    t = _scanned()  # S = 2.20 at pause 0, 0 at 1, 4.60 at 2
+    early = replay_item(t, 2.0, abstaining_takeover=False)
+    assert (early.correct, early.tokens, early.takeover) == (False, 100, True)  # "10" was stated, gold 12
+    late = replay_item(t, 4.0, abstaining_takeover=False, takeover_answer_tokens=64)
+    assert (late.correct, late.abstained, late.tokens) == (False, False, 364)  # nothing stated at pause 2
+    refuse = replay_item(_scanned(answerable=False, gold=None), 2.0, abstaining_takeover=True)
+    assert (refuse.abstained, refuse.correct, refuse.tokens) == (True, False, 100)
+    assert replay_item(t, 10.0, abstaining_takeover=True) == t.vanilla
+
+
+def test_recorded_trace_question_and_thinking():
+    t = RecordedTrace(dataset="umwp", model="Qwen/Qwen3-8B", question_id="umwp-1", answerable=True,
+                      prompt=" How many? Let's think step by step and output the final answer within \\boxed{}. Please",
+                      output="<think>\nstep</think>\n\\boxed{3}", ground_truth="3")
+    assert (t.question, t.thinking, t.gold) == ("How many?", "\nstep", "3")
+    assert t.model_copy(update={"ground_truth": [14.0]}).gold == "14"
+    assert t.model_copy(update={"ground_truth": 2.5}).gold == "2.5"
+    assert t.model_copy(update={"answerable": False}).gold is None
+
+
+def test_score_cache_survives_a_reload_and_is_keyed_by_s1(tmp_path):
+    q = S1Query("statement", "task", "reasoning")
+    ScoreCache(tmp_path, "readout:a.gguf").put(q, 0.25)
+    assert ScoreCache(tmp_path, "readout:a.gguf").get(q) == 0.25
+    assert ScoreCache(tmp_path, "readout:b.gguf").get(q) is None
+    assert ScoreCache(tmp_path, "readout:a.gguf").get(S1Query("statement", "task", "other")) is None
+
+
+def test_sampling_is_seeded_and_keeps_file_order():
+    items = list(range(50))
+    a, b = sample(items, 5, seed=1), sample(items, 5, seed=1)
+    assert a == b == sorted(a) and len(a) == 5 and sample(items, None, 1) == items
+
+
+def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():
+    from soma_local.calibration_runs import Question
+    from soma_local.replay import from_engine_trace
+    from soma_local.trace import RunEnd, RunStart, Timings, TokenCounts
+
+    start = RunStart(question="How many? ", s2_model="m.gguf", s1="none", monitors=[], thresholds={},
+                     settings={"mode": "soma"}, started_at="now")
+    end = RunEnd(stop="answer", thinking="I count 3.\n", answer="\\boxed{3}", output="", takeover=None, scans=0,
+                 failed_scans=0, reminders=0, tokens=TokenCounts(), timings=Timings())
+    q = Question(id="q1", question="How many?", answer="3", source="umwp_standard")
+    t = from_engine_trace([start, end], {"How many?": q}, "run.jsonl")
+    assert (t.thinking, t.gold, t.model, t.dataset) == ("I count 3.\n", "3", "m.gguf", "umwp_standard")
+    assert after_thinking(t.output) == "\\boxed{3}"
+    cut = from_engine_trace([start, end.model_copy(update={"stop": "limit"})], {"How many?": q}, "run.jsonl")
+    assert after_thinking(cut.output) is None
+
+
+def test_cached_s1_asks_the_wrapped_s1_only_for_new_states(tmp_path):
+    from conftest import ScriptedS1
+    from soma_local.replay import CachedS1
+
+    inner = ScriptedS1([0.7, 0.2])
+    s1 = CachedS1(inner, ScoreCache(tmp_path, inner.name))
+    a, b = S1Query("s", "task", "one"), S1Query("s", "task", "two")
+    assert s1.score([a]) == [0.7]
+    assert s1.score([a, b]) == [0.7, 0.2]  # only b reached the wrapped S1
+    assert [len(batch) for batch in inner.seen] == [1, 1]
+    assert CachedS1(ScriptedS1([0.9]), ScoreCache(tmp_path, inner.name)).score([b]) == [0.2]  # from disk
