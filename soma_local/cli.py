@@ -8,6 +8,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from soma_local.bench.cli import register as register_bench
 from soma_local.errors import SomaError
 
 DEMO_QUESTION = (
@@ -164,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--flash-attn", action="store_true")
     run.add_argument("--trace", help="trace JSONL path (default: runs/<time>.jsonl)")
     run.set_defaults(func=cmd_run)
+    register_bench(sub)
     return parser
 
 
