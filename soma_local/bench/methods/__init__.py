@@ -54,4 +54,9 @@ def _ses(out: Path, model: str, alpha: float) -> Method:
             f"`soma bench run --method vanilla --benchmark {SES_CALIBRATION[0]}` first (looked in "
             f"{result_path(out, model, SES_CALIBRATION[0], 'vanilla')})"
         )
-    return StatisticalEarlyStop(RenewalStats.fit(texts), int(statistics.median(lengths)), alpha)
+    try:
+        stats = RenewalStats.fit(texts)
+    except ValueError as exc:
+        raise DataError(f"SES: {exc} ({len(texts)} answerable vanilla calibration runs under {out}); "
+                        "run vanilla on more calibration questions (a larger --limit)") from None
+    return StatisticalEarlyStop(stats, int(statistics.median(lengths)), alpha)

@@ -27,7 +27,7 @@ def _run(prompt: str, scenario: str, engine: Engine, config: RunConfig) -> Outco
         answer=end.answer,
         tokens=end.tokens,
         records=records,
-        extras={"monitor": monitor.name},
+        extras={"monitor": monitor.name, "output": end.output},  # output: reminders in place
     )
 
 
