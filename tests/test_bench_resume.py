@@ -13,10 +13,10 @@ from soma_local.bench.results import read_results
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench(out: Path, data_dir: Path) -> subprocess.Popen:
+def _bench(out: Path, data_dir: Path, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "soma_local.cli", "bench", "run", "--method", "vanilla", "--method", "dynasor",
            "--benchmark", "gsm8k", "--limit", "3", "--max-tokens", "40", "--dynasor-interval", "16",
-           "--threads", "1", "--n-ctx", "1024", "--out", str(out)]
+           "--threads", "1", "--n-ctx", "1024", "--out", str(out), *extra]
     env = dict(os.environ, PYTHONPATH=str(ROOT), SOMA_DATA_DIR=str(data_dir))
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -38,7 +38,7 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path, data_dir):
     before = _lines(vanilla) + _lines(dynasor)
     assert 2 <= len(before) < 6  # killed part-way
 
-    resumed = _bench(tmp_path, data_dir)
+    resumed = _bench(tmp_path, data_dir, "--workers", "2")  # the parallel path: the parent alone writes
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out.decode()[-2000:]
     expected = {i.id for i in sample(load_items(get_benchmark("gsm8k"), data_dir), 3, 0)}

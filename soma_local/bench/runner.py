@@ -131,6 +131,8 @@ def run_bench(
 
     methods = {name: make_method(name, method_params or {}, out=out, model=spec.s2_model) for name in method_names}
     tasks = plan(benchmarks, methods, limit, sample_seed, data_root)
+    if not tasks:
+        raise DataError("nothing to run: no method applies to these benchmarks")
     files: dict[tuple[str, str], ResultFile] = {}
     settings = {name: {"engine": spec.identity(), "method": m.settings()} for name, m in methods.items()}
     for task in tasks:
@@ -138,8 +140,6 @@ def run_bench(
         if key not in files:
             files[key] = ResultFile(result_path(out, spec.s2_model, *key), settings[task.method])
     todo = [t for t in tasks if t.item.id not in files[(t.bench.name, t.method)].done]
-    if not tasks:
-        raise DataError("nothing to run: no method applies to these benchmarks")
 
     def record(task: Task, seconds: float, outcome) -> None:
         files[(task.bench.name, task.method)].append(
