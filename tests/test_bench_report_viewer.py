@@ -19,6 +19,8 @@ from soma_local.bench.methods.base import Outcome
 
 from conftest import ScriptedS1
 
+# A close tag the model never writes keeps it thinking, so there are scans to plot.
+NEVER_CLOSES = ThinkingFormat("prompted", close="</never-closes>")
 QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
 
 
@@ -55,8 +57,9 @@ def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_pat
         pytest.skip("no headless browser installed (apt-get install -y chromium)")
     monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
     engine = Engine(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 5), s1=ScriptedS1([0.9, 0.8, 0.8]),
-                    monitors=monitors, pause=PauseRule(40, 16), max_tokens=140, thinking=ThinkingFormat("prompted"))
+                    monitors=monitors, pause=PauseRule(24, 8), max_tokens=140, thinking=NEVER_CLOSES)
     outcome = SomaReadout().run(QUESTION, "overthinking", engine)
+    assert sum(r["type"] == "scan" for r in outcome.records) >= 2
     path = tmp_path / "soma.jsonl"
     f = ResultFile(path, {})
     f.append(_line("soma", "q1", outcome.answer, 0).model_copy(update={"outcome": outcome}))

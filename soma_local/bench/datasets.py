@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from itertools import zip_longest
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -128,7 +129,7 @@ def load_items(bench: Benchmark, root: Path | None = None) -> list[Item]:
 
 
 def sample(items: list[Item], limit: int | None, seed: int = 0) -> list[Item]:
-    """A seeded subset of ``limit`` items, in file order. Sets with both answerable and unanswerable
+    """A seeded subset of ``limit`` items, in file order within each label. Sets with both answerable and unanswerable
     items are sampled per label, half each, so a small run still measures Abs and FA. Samples nest:
     the items of a smaller limit are among those of a larger one (a run can be grown and resumed)."""
     if limit is None or limit >= len(items):
@@ -136,9 +137,11 @@ def sample(items: list[Item], limit: int | None, seed: int = 0) -> list[Item]:
     groups = [[i for i in items if i.answerable], [i for i in items if not i.answerable]]
     groups = [g for g in groups if g]
     quotas = [limit // len(groups) + (k < limit % len(groups)) for k in range(len(groups))]
-    chosen = set()
+    picked = []
     for group, quota in zip(groups, quotas):
         order = list(group)
         random.Random(seed).shuffle(order)  # a shuffled prefix, so a larger --limit extends a smaller one's sample
-        chosen |= {i.id for i in order[:quota]}
-    return [i for i in items if i.id in chosen]
+        chosen = {i.id for i in order[:quota]}
+        picked.append([i for i in group if i.id in chosen])
+    # Labels alternate, so a run stopped part-way has both answerable and unanswerable questions.
+    return [i for rank in zip_longest(*picked) for i in rank if i is not None]
