@@ -15,11 +15,11 @@ from conftest import ScriptedS1
 
 PROMPT = "List the first twenty prime numbers and explain for each why it is prime."
 # The embedded model rarely closes thinking; a stop text it never writes keeps it thinking.
-FMT = ThinkingFormat("prompted", close="</think>")
+FMT = ThinkingFormat("prompted", close="</never-closes>")
 
 
 def engine(s2, **kw) -> Engine:
-    base = dict(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 5), max_tokens=160, thinking=FMT,
+    base = dict(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), max_tokens=160, thinking=FMT,
                 pause=PauseRule(48, 16))
     base.update(kw)
     return Engine(**base)

@@ -56,8 +56,8 @@ def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_pat
     if browser is None:
         pytest.skip("no headless browser installed (apt-get install -y chromium)")
     monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
-    engine = Engine(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 5), s1=ScriptedS1([0.9, 0.8, 0.8]),
-                    monitors=monitors, pause=PauseRule(24, 8), max_tokens=140, thinking=NEVER_CLOSES)
+    engine = Engine(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), s1=ScriptedS1([0.9, 0.8, 0.8]),
+                    monitors=monitors, pause=PauseRule(48, 16), max_tokens=200, thinking=NEVER_CLOSES)
     outcome = SomaReadout().run(QUESTION, "overthinking", engine)
     assert sum(r["type"] == "scan" for r in outcome.records) >= 2
     path = tmp_path / "soma.jsonl"
