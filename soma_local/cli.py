@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import get_args
 
 from soma_local.cli_tools import register as register_tools
+from soma_local.bench.cli import register as register_bench
 from soma_local.errors import SomaError
 from soma_local.supervise import Mode
 
@@ -211,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--n-gpu-layers", type=int, default=0, help="-1 offloads all layers")
     srv.set_defaults(func=cmd_serve)
     register_tools(sub)
+    register_bench(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks: datasets, methods, the resumable runner, reports and the trace viewer."""

@@ -1,0 +1,125 @@
+"""``soma bench run | report | view``: the benchmark commands, registered on the main parser."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from soma_local.errors import SomaError
+
+
+def _thresholds(pairs: list[str] | None) -> dict[str, float]:
+    out = {}
+    for pair in pairs or []:
+        name, _, value = pair.partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise SomaError(f"--threshold takes NAME=H (for example unanswerable=3), got '{pair}'") from None
+    return out
+
+
+def cmd_bench_run(args) -> int:
+    from soma_local.bench.runner import EngineSpec, run_bench
+
+    spec = EngineSpec(
+        s2_model=args.s2_model or "smollm2-135m",
+        s1=args.s1,
+        s1_temperature=args.s1_temperature,
+        chat_template=args.chat_template,
+        n_ctx=args.n_ctx,
+        n_gpu_layers=args.n_gpu_layers,
+        threads=args.threads,
+        flash_attn=args.flash_attn,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+        scan_interval=args.scan_interval,
+        line_break_slack=args.line_break_slack,
+        max_tokens=args.max_tokens,
+    )
+    params = {
+        "thresholds": _thresholds(args.threshold),
+        "budgets": args.budgets,
+        "deer_threshold": args.deer_threshold,
+        "dynasor_interval": args.dynasor_interval,
+        "ses_alpha": args.ses_alpha,
+    }
+    n = run_bench(
+        spec,
+        args.method,
+        args.benchmark,
+        Path(args.out),
+        limit=args.limit,
+        sample_seed=args.sample_seed,
+        workers=args.workers,
+        method_params=params,
+    )
+    print(f"bench: wrote {n} result lines under {args.out}")
+    return 0
+
+
+def cmd_bench_report(args) -> int:
+    from soma_local.bench.report import write_reports
+
+    for path in write_reports(Path(args.results), Path(args.out or args.results), delta=args.delta):
+        print(path)
+    return 0
+
+
+def cmd_bench_view(args) -> int:
+    from soma_local.bench.viewer import write_viewer
+
+    path = write_viewer(Path(args.results), args.id, Path(args.out) if args.out else None)
+    print(path)
+    return 0
+
+
+def register(sub) -> None:
+    from soma_local.bench.datasets import BENCHMARKS
+    from soma_local.bench.methods import METHODS
+
+    bench = sub.add_parser("bench", help="benchmarks: run methods, build the paper's tables, view traces")
+    bsub = bench.add_subparsers(dest="bench_command", required=True)
+
+    run = bsub.add_parser("run", help="run methods x benchmarks into resumable result files")
+    run.add_argument("--method", action="append", required=True, choices=METHODS)
+    run.add_argument("--benchmark", action="append", required=True, choices=list(BENCHMARKS))
+    run.add_argument("--out", default="benchmarks/results/runs", help="result directory")
+    run.add_argument("--limit", type=int, help="questions per benchmark (seeded sample)")
+    run.add_argument("--sample-seed", type=int, default=0)
+    run.add_argument("--workers", type=int, default=1, help="processes, each with its own S2 (and S1)")
+    run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
+    run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
+    run.add_argument("--s1", default="readout", help="S1 spec for SOMA methods: readout[:GGUF]")
+    run.add_argument("--s1-temperature", type=float)
+    run.add_argument("--threshold", action="append", help="NAME=H for --method no_reminder (repeatable)")
+    run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")
+    run.add_argument("--deer-threshold", type=float, default=0.95)
+    run.add_argument("--dynasor-interval", type=int, default=32, help="base probe interval of the sweep")
+    run.add_argument("--ses-alpha", type=float, default=0.05)
+    run.add_argument("--scan-interval", type=int, default=256)
+    run.add_argument("--line-break-slack", type=int, default=128)
+    run.add_argument("--max-tokens", type=int, default=32768)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--temperature", type=float, default=0.6)
+    run.add_argument("--top-p", type=float, default=0.95)
+    run.add_argument("--top-k", type=int, default=0, help="0 = off (use 20 for Qwen3)")
+    run.add_argument("--n-ctx", type=int, default=8192)
+    run.add_argument("--n-gpu-layers", type=int, default=0)
+    run.add_argument("--threads", type=int)
+    run.add_argument("--flash-attn", action="store_true")
+    run.set_defaults(func=cmd_bench_run)
+
+    report = bsub.add_parser("report", help="Tables 2-4 (Markdown, CSV) and the Pareto plot from results")
+    report.add_argument("results", help="the result directory of one S2 model (RESULTS/<model>) or above")
+    report.add_argument("--out", help="where the tables go (default: the result directory)")
+    report.add_argument("--delta", type=float, default=0.0, help="calibration tolerance (paper: 0)")
+    report.set_defaults(func=cmd_bench_report)
+
+    view = bsub.add_parser("view", help="a self-contained HTML trace viewer for one question")
+    view.add_argument("results", help="a result file (.jsonl)")
+    view.add_argument("id", help="question id")
+    view.add_argument("--out", help="HTML path (default: next to the result file)")
+    view.set_defaults(func=cmd_bench_view)

@@ -1,0 +1,147 @@
+"""Benchmark and calibration sets: loading, the prompts the paper's setting implies, seeded sampling.
+
+Every set is read from the data directory (``SOMA_DATA_DIR``, see ``../shared/datasets/MANIFEST.md``);
+nothing is copied into the repository. GPQA-Diamond is not shipped (its authors ask that it not be
+published in plain text): a user passes their own copy with ``SOMA_GPQA_FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from itertools import zip_longest
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from soma_local.errors import DataError
+
+Scenario = Literal["overthinking", "unanswerable"]
+
+# The overthinking prompt: the instruction Qwen3 and the R1 distills are evaluated with (DEER, Dynasor).
+MATH_SUFFIX = "Please reason step by step, and put your final answer within \\boxed{}."
+# The unanswerable prompt: Liu et al. (2026)'s user message, exactly as every released trace in
+# traces/PROMPT_NOTE.md has it (question, one space, the two fixed sentences; two spaces before Reason).
+UNANSWERABLE_SUFFIX = (
+    "Let's think step by step and output the final answer within \\boxed{}. Please solve the problem "
+    "strictly based on the information provided. Do not introduce any additional assumptions. If you "
+    "believe the problem lacks sufficient information or is unsolvable, first reply with "
+    "\\boxed{I don't know.}, and provide your corresponding reason in the format:  "
+    "Reason{your explanation here}"
+)
+GPQA_SUFFIX = (
+    "Please reason step by step, and put the letter of the correct option (A, B, C or D) within \\boxed{}."
+)
+
+
+class Item(BaseModel):
+    """One question as the data files have it (common schema of MANIFEST.md)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    question: str
+    answer: str | None
+    answerable: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    path: str  # relative to the data directory
+    scenario: Scenario
+    calibration: bool = False
+    choices: bool = False  # multiple choice, graded by the official letter
+
+    def prompt(self, item: Item) -> str:
+        if self.scenario == "unanswerable":
+            return f"{item.question} {UNANSWERABLE_SUFFIX}"
+        if self.choices:
+            return f"{item.question}\n\n{GPQA_SUFFIX}"
+        return f"{item.question}\n{MATH_SUFFIX}"
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    b.name: b
+    for b in [
+        Benchmark("gsm8k", "overthinking/gsm8k_test.jsonl", "overthinking"),
+        Benchmark("math500", "overthinking/math500_test.jsonl", "overthinking"),
+        Benchmark("aime", "overthinking/aime_2024_2025.jsonl", "overthinking"),
+        Benchmark("amc23", "overthinking/amc23.jsonl", "overthinking"),
+        Benchmark("gpqa", "$SOMA_GPQA_FILE", "overthinking", choices=True),
+        Benchmark("sum", "unanswerable/sum_test.jsonl", "unanswerable"),
+        Benchmark("umwp", "unanswerable/umwp_test.jsonl", "unanswerable"),
+        Benchmark("calib_over_easy", "overthinking/calib_easy.jsonl", "overthinking", calibration=True),
+        Benchmark("calib_over_hard", "overthinking/calib_hard.jsonl", "overthinking", calibration=True),
+        Benchmark("calib_unans_easy", "unanswerable/calib_easy.jsonl", "unanswerable", calibration=True),
+        Benchmark("calib_unans_hard", "unanswerable/calib_hard.jsonl", "unanswerable", calibration=True),
+    ]
+}
+
+
+def get_benchmark(name: str) -> Benchmark:
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        raise DataError(f"unknown benchmark '{name}' (known: {', '.join(BENCHMARKS)})") from None
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("SOMA_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
+
+
+def _file(bench: Benchmark, root: Path) -> Path:
+    if bench.path.startswith("$"):
+        value = os.environ.get(bench.path[1:])
+        if not value:
+            raise DataError(
+                f"benchmark '{bench.name}' is not shipped; set {bench.path[1:]} to your own JSONL copy "
+                "(fields id, question with the options, answer = the correct letter)"
+            )
+        return Path(value)
+    return root / bench.path
+
+
+def load_items(bench: Benchmark, root: Path | None = None) -> list[Item]:
+    path = _file(bench, root or data_dir())
+    if not path.is_file():
+        raise DataError(f"{path}: data file for benchmark '{bench.name}' not found (set SOMA_DATA_DIR)")
+    items = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                row.setdefault("answerable", True)
+                row.setdefault("source", bench.name)
+                items.append(Item.model_validate(row))
+            except (json.JSONDecodeError, ValidationError) as exc:
+                raise DataError(f"{path}:{lineno}: not a benchmark item: {exc}") from None
+    ids = [i.id for i in items]
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{path}: item ids are not unique")
+    return items
+
+
+def sample(items: list[Item], limit: int | None, seed: int = 0) -> list[Item]:
+    """A seeded subset of ``limit`` items, in file order within each label. Sets with both answerable and unanswerable
+    items are sampled per label, half each, so a small run still measures Abs and FA. Samples nest:
+    the items of a smaller limit are among those of a larger one (a run can be grown and resumed)."""
+    if limit is None or limit >= len(items):
+        return list(items)
+    groups = [[i for i in items if i.answerable], [i for i in items if not i.answerable]]
+    groups = [g for g in groups if g]
+    quotas = [limit // len(groups) + (k < limit % len(groups)) for k in range(len(groups))]
+    picked = []
+    for group, quota in zip(groups, quotas):
+        order = list(group)
+        random.Random(seed).shuffle(order)  # a shuffled prefix, so a larger --limit extends a smaller one's sample
+        chosen = {i.id for i in order[:quota]}
+        picked.append([i for i in group if i.id in chosen])
+    # Labels alternate, so a run stopped part-way has both answerable and unanswerable questions.
+    return [i for rank in zip_longest(*picked) for i in rank if i is not None]

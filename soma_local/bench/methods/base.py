@@ -1,0 +1,126 @@
+"""The method interface: one question in, one ``Outcome`` out, all on the same engine.
+
+Every method gets the same S2 backend, decoding settings, scan schedule and generation limit
+(``Engine``); only what it does while S2 thinks differs. Probes (trial answers, Dynasor probes,
+readout continuations) run on the backend's branch primitive and their tokens land in
+``TokenCounts.probe``, so they count in the totals.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+from soma_local.monitors import Monitor
+from soma_local.s1.base import S1
+from soma_local.s2.base import S2Backend, SamplingParams
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
+from soma_local.s2.session import Pause, PauseRule, Session
+from soma_local.trace import TokenCounts
+
+
+@dataclass
+class Engine:
+    """What every method shares: S2, S1 (only SOMA uses it), monitors by scenario, and limits."""
+
+    s2: S2Backend
+    sampling: SamplingParams
+    s1: S1 | None = None
+    monitors: dict[str, Monitor] = field(default_factory=dict)  # scenario -> monitor
+    pause: PauseRule = field(default_factory=PauseRule)
+    max_tokens: int = 32768
+    thinking: ThinkingFormat | None = None
+
+    def fmt(self) -> ThinkingFormat:
+        return self.thinking or detect_thinking(self.s2.chat_template or "", self.s2.is_single_token("</think>"))
+
+    def session(self, prompt: str, *, extra_system: str | None = None) -> Session:
+        """A fresh unsupervised session on ``prompt`` (the baselines' starting point), same seed."""
+        fmt = self.fmt()
+        text = render_prompt(
+            self.s2.chat_template,
+            model_path=self.s2.name,
+            user=prompt,
+            system=system_prompt(fmt, supervised=False, extra=extra_system),
+            fmt=fmt,
+            bos_token=self.s2.bos_token,
+            eos_token=self.s2.eos_token,
+        )
+        self.s2.set_sampling(self.sampling)
+        session = Session(self.s2, fmt, max_tokens=self.max_tokens)
+        session.start(text)
+        return session
+
+
+class Outcome(BaseModel):
+    """What a method produced for one question; scored later from ``answer`` (or ``records``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stop: str
+    thinking: str
+    answer: str  # everything after thinking closed, prefills included
+    tokens: TokenCounts
+    records: list[dict] = []  # SOMA's trace records (scans, reminders, branches), baseline events
+    extras: dict = {}
+
+
+def outcome_of(session: Session, stop: str, records: list[dict] | None = None, **extras) -> Outcome:
+    return Outcome(
+        stop=stop,
+        thinking=session.thinking,
+        answer=session.answer,
+        tokens=session.tokens.model_copy(),
+        records=records or [],
+        extras=extras,
+    )
+
+
+def conclude(session: Session, pause: Pause) -> str | None:
+    """End the run the way the supervise loop does if this pause ended thinking; None otherwise.
+    S2 closed thinking: it answers. Limit: nothing more. It stopped without closing thinking (small
+    prompted models do): thinking is closed for it, so every run has an answer section."""
+    if pause.closed:
+        session.write_answer()
+        return "answer"
+    if pause.limit:
+        return "limit"
+    if pause.ended:
+        session.takeover("", "", max_tokens=max(0, session.remaining))
+        return "eos_in_thinking"
+    return None
+
+
+def finish(session: Session) -> str:
+    """Let S2 run to its own end."""
+    while True:
+        stop = conclude(session, session.think_to_pause(PauseRule(interval=max(1, session.remaining), slack=0)))
+        if stop:
+            return stop
+
+
+def probe(session: Session, text: str, max_tokens: int) -> str:
+    """Feed ``text`` and generate on a branch: the main run is untouched, the tokens are counted."""
+    backend = session.backend
+    with backend.branch():
+        backend.feed(backend.tokenize(text))
+        chunk = backend.generate(max_tokens)
+    session.tokens.probe += len(chunk.ids)
+    session.s2_decode += chunk.seconds
+    return chunk.text
+
+
+class Method(ABC):
+    """A named way of running S2 on one question. ``scenarios``: where the paper reports it."""
+
+    name: str
+    scenarios: tuple[str, ...] = ("overthinking", "unanswerable")
+
+    @abstractmethod
+    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome: ...
+
+    def settings(self) -> dict:
+        """The parameters that identify this method's results (recorded in every result line)."""
+        return {}

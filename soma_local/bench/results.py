@@ -1,0 +1,100 @@
+"""Append-only result files: one JSON line per (method, model, benchmark, question).
+
+Crash safety is the point: each line is written whole with one ``write`` followed by flush and fsync,
+so a kill leaves at most one torn last line. Opening a file for a run drops that torn tail and
+returns the ids already done, so a rerun continues where the killed one stopped with nothing lost
+and nothing written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from soma_local.bench.methods.base import Outcome
+from soma_local.errors import DataError
+
+
+class ResultLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    benchmark: str
+    scenario: str
+    method: str
+    model: str
+    prompt: str
+    gold: str | None
+    answerable: bool
+    choices: bool = False
+    settings: dict  # engine and method settings: a file only ever holds one setting's results
+    seconds: float
+    outcome: Outcome
+
+
+def result_path(out: Path, model: str, benchmark: str, method: str) -> Path:
+    return out / Path(model).stem / benchmark / f"{method}.jsonl"
+
+
+def read_results(path: Path) -> Iterator[ResultLine]:
+    """Every complete line of a result file (a torn last line from a kill is skipped)."""
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.endswith(b"\n"):
+                return  # torn tail: the run was killed mid-write; the next run rewrites it
+            try:
+                yield ResultLine.model_validate_json(raw)
+            except ValidationError as exc:
+                raise DataError(f"{path}:{lineno}: not a result line: {exc}") from None
+
+
+class ResultFile:
+    """One results file opened for appending; ``done`` holds the ids already in it."""
+
+    def __init__(self, path: Path, settings: dict):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._drop_torn_tail()
+        self.done: set[str] = set()
+        if path.exists():
+            for line in read_results(path):
+                if line.settings != settings:
+                    raise DataError(
+                        f"{path}: holds results made with other settings ({_diff(line.settings, settings)}); "
+                        "use another --out or remove the file"
+                    )
+                self.done.add(line.id)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _drop_torn_tail(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep != len(data):
+            with self.path.open("r+b") as fh:
+                fh.truncate(keep)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def append(self, line: ResultLine) -> None:
+        if line.id in self.done:
+            raise DataError(f"{self.path}: question {line.id} is already recorded")
+        data = (line.model_dump_json() + "\n").encode("utf-8")
+        written = os.write(self._fd, data)
+        while written < len(data):  # a short write (signals, full pipes) must not tear the line
+            written += os.write(self._fd, data[written:])
+        os.fsync(self._fd)
+        self.done.add(line.id)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _diff(old: dict, new: dict) -> str:
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return ", ".join(f"{k}: {json.dumps(old.get(k))} vs {json.dumps(new.get(k))}" for k in keys)

@@ -1,0 +1,179 @@
+"""``soma bench``: run (method x benchmark) for one S2 model into append-only result files.
+
+Questions go outermost and methods inside, so a run stopped early still has every method on the same
+questions. Resuming is the default: ids already in a file are skipped. With ``workers > 1`` each
+worker process loads its own S2 (and S1) and the parent alone writes, so lines never interleave.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from soma_local.bench.datasets import Benchmark, Item, get_benchmark, load_items, sample
+from soma_local.bench.methods import make_method
+from soma_local.bench.methods.base import Engine, Method
+from soma_local.bench.results import ResultFile, ResultLine, result_path
+from soma_local.errors import DataError
+
+
+class EngineSpec(BaseModel):
+    """Everything that builds the engine; recorded in every result line, so files stay comparable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    s2_model: str
+    s1: str = "readout"
+    s1_temperature: float | None = None
+    chat_template: str | None = None
+    n_ctx: int = 8192
+    n_gpu_layers: int = 0
+    threads: int | None = None
+    flash_attn: bool = False
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 0
+    seed: int = 0
+    scan_interval: int = 256
+    line_break_slack: int = 128
+    max_tokens: int = 32768
+
+    def identity(self) -> dict:
+        """The fields that change results (threads, offload and file paths do not)."""
+        return self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template"})
+
+    def build(self, needs_s1: bool) -> Engine:
+        from soma_local.models import resolve_gguf
+        from soma_local.monitors import resolve_monitors
+        from soma_local.s1.factory import load_s1
+        from soma_local.s2.base import SamplingParams
+        from soma_local.s2.llama_cpp import LlamaCppS2
+        from soma_local.s2.session import PauseRule
+
+        sampling = SamplingParams(self.temperature, self.top_p, self.top_k, 0.0, self.seed)
+        s2 = LlamaCppS2(
+            resolve_gguf(self.s2_model),
+            n_ctx=self.n_ctx,
+            n_gpu_layers=self.n_gpu_layers,
+            n_threads=self.threads,
+            flash_attn=self.flash_attn,
+            chat_template=Path(self.chat_template).read_text() if self.chat_template else None,
+            sampling=sampling,
+        )
+        s1 = None
+        if needs_s1:
+            s1 = load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
+        monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
+        return Engine(
+            s2=s2,
+            sampling=sampling,
+            s1=s1,
+            monitors=monitors,
+            pause=PauseRule(self.scan_interval, self.line_break_slack),
+            max_tokens=self.max_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Task:
+    bench: Benchmark
+    item: Item
+    method: str
+
+
+_worker: dict = {}
+
+
+def _init(spec: EngineSpec, methods: dict[str, Method]) -> None:
+    _worker["engine"] = spec.build(needs_s1=any(m.name in ("soma", "no_reminder") for m in methods.values()))
+    _worker["methods"] = methods
+
+
+def _solve(task: Task) -> tuple[Task, float, object]:
+    method: Method = _worker["methods"][task.method]
+    t0 = time.perf_counter()
+    outcome = method.run(task.bench.prompt(task.item), task.bench.scenario, _worker["engine"])
+    return task, time.perf_counter() - t0, outcome
+
+
+def plan(
+    benchmarks: Iterable[str], methods: dict[str, Method], limit: int | None, seed: int, data_root: Path | None
+) -> list[Task]:
+    tasks = []
+    for name in benchmarks:
+        bench = get_benchmark(name)
+        items = sample(load_items(bench, data_root), limit, seed)
+        runnable = [m for m in methods.values() if bench.scenario in m.scenarios]
+        tasks += [Task(bench, item, m.name) for item in items for m in runnable]
+    return tasks
+
+
+def run_bench(
+    spec: EngineSpec,
+    method_names: list[str],
+    benchmarks: list[str],
+    out: Path,
+    *,
+    limit: int | None = None,
+    sample_seed: int = 0,
+    workers: int = 1,
+    method_params: dict | None = None,
+    data_root: Path | None = None,
+    progress: bool = True,
+) -> int:
+    """Run what is not yet in the result files; return how many lines were written."""
+    from tqdm import tqdm
+
+    methods = {name: make_method(name, method_params or {}, out=out, model=spec.s2_model) for name in method_names}
+    tasks = plan(benchmarks, methods, limit, sample_seed, data_root)
+    if not tasks:
+        raise DataError("nothing to run: no method applies to these benchmarks")
+    files: dict[tuple[str, str], ResultFile] = {}
+    settings = {name: {"engine": spec.identity(), "method": m.settings()} for name, m in methods.items()}
+    for task in tasks:
+        key = (task.bench.name, task.method)
+        if key not in files:
+            files[key] = ResultFile(result_path(out, spec.s2_model, *key), settings[task.method])
+    todo = [t for t in tasks if t.item.id not in files[(t.bench.name, t.method)].done]
+
+    def record(task: Task, seconds: float, outcome) -> None:
+        files[(task.bench.name, task.method)].append(
+            ResultLine(
+                id=task.item.id,
+                benchmark=task.bench.name,
+                scenario=task.bench.scenario,
+                method=task.method,
+                model=Path(spec.s2_model).stem,
+                prompt=task.bench.prompt(task.item),
+                gold=task.item.answer,
+                answerable=task.item.answerable,
+                choices=task.bench.choices,
+                settings=settings[task.method],
+                seconds=round(seconds, 3),
+                outcome=outcome,
+            )
+        )
+
+    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), disable=not progress, unit="run", smoothing=0.1)
+    try:
+        if workers <= 1:
+            _init(spec, methods)
+            for task in todo:
+                bar.set_postfix_str(f"{task.bench.name}/{task.method}")
+                record(*_solve(task))
+                bar.update()
+        else:
+            with ProcessPoolExecutor(workers, initializer=_init, initargs=(spec, methods)) as pool:
+                for result in pool.map(_solve, todo):
+                    record(*result)
+                    bar.update()
+    finally:
+        bar.close()
+        for f in files.values():
+            f.close()
+    return len(todo)

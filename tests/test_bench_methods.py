@@ -1,0 +1,68 @@
+"""The baselines on the real embedded S2: sweeps read off exactly what a real run would produce."""
+
+from soma_local.bench.methods.base import Engine, finish
+from soma_local.bench.methods.budget import FORCED_PREFILL, BudgetForcing
+from soma_local.bench.methods.deer import Deer
+from soma_local.bench.methods.dynasor import DynasorSweep
+from soma_local.bench.methods.soma import SomaReadout
+from soma_local.bench.methods.vanilla import Vanilla
+from soma_local.monitors import resolve_monitors
+from soma_local.s2.base import SamplingParams
+from soma_local.s2.formats import ThinkingFormat
+from soma_local.s2.session import PauseRule
+
+from conftest import ScriptedS1
+
+PROMPT = "List the first twenty prime numbers and explain for each why it is prime."
+# The embedded model rarely closes thinking; a stop text it never writes keeps it thinking.
+FMT = ThinkingFormat("prompted", close="</never-closes>")
+
+
+def engine(s2, **kw) -> Engine:
+    base = dict(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), max_tokens=160, thinking=FMT,
+                pause=PauseRule(48, 16))
+    base.update(kw)
+    return Engine(**base)
+
+
+def test_budget_sweep_equals_vanilla_and_a_real_forced_run(s2):
+    e = engine(s2)
+    vanilla = Vanilla().run(PROMPT, "overthinking", e)
+    sweep = BudgetForcing([40], answer_tokens=24).run(PROMPT, "overthinking", e)
+    # The main line is vanilla token for token: branches never touch the sampler.
+    assert sweep.thinking == vanilla.thinking and sweep.answer == vanilla.answer
+    (forced,) = sweep.extras["forced"]
+    assert sweep.tokens.probe == forced["generated"] > 0
+    # A real budget-forced run: think 40 tokens, then force the answer on the main line.
+    session = e.session(PROMPT)
+    session.think_to_pause(PauseRule(interval=40, slack=0))
+    session.takeover("", FORCED_PREFILL, 24)
+    assert session.tokens.thinking == 40 and forced["text"] == session.answer
+
+
+def test_dynasor_probes_are_branches_and_count(s2):
+    e = engine(s2)
+    vanilla = Vanilla().run(PROMPT, "overthinking", e)
+    out = DynasorSweep(interval=32, probe_tokens=8).run(PROMPT, "overthinking", e)
+    assert out.thinking == vanilla.thinking
+    probes = out.extras["probes"]
+    assert [p["thinking_tokens"] for p in probes] == list(range(32, 32 * len(probes) + 1, 32)) and probes
+    assert out.tokens.probe == sum(p["generated"] for p in probes)
+
+
+def test_deer_peeks_at_wait_without_changing_the_run(s2):
+    e = engine(s2)
+    vanilla = Vanilla().run(PROMPT, "overthinking", e)
+    out = Deer(threshold=1.01).run(PROMPT, "overthinking", e)  # never confident: runs to the end
+    assert out.thinking == vanilla.thinking and out.tokens.probe > 0
+    for check in out.extras["checks"]:  # a check happens only where S2 then writes "Wait"
+        assert 0.0 <= check["confidence"] <= 1.0
+
+
+def test_soma_readout_keeps_the_trace_for_read_off(s2):
+    monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
+    e = engine(s2, s1=ScriptedS1([0.9, 0.8, 0.8]), monitors=monitors)
+    out = SomaReadout().run(PROMPT, "overthinking", e)
+    kinds = [r["type"] for r in out.records]
+    assert kinds[0] == "run_start" and "reminder" in kinds and "branch" in kinds
+    assert "<reminder>" in out.extras["output"] and "<reminder>" not in out.thinking

@@ -1,0 +1,109 @@
+"""Pure bench logic: sampling, result files, read-offs of the sweeps, calibration choice, SES."""
+
+import math
+
+import pytest
+
+from soma_local.bench import score
+from soma_local.bench.datasets import UNANSWERABLE_SUFFIX, Item, get_benchmark, load_items, sample
+from soma_local.bench.methods.base import Outcome
+from soma_local.bench.methods.ses import RenewalStats, arrivals, critical_z, words
+from soma_local.bench.results import ResultFile, ResultLine, read_results
+from soma_local.errors import DataError
+from soma_local.trace import TokenCounts
+
+
+def line(id="q1", *, gold="18", answerable=True, answer="", tokens=None, records=(), extras=None, settings=None, method="m"):
+    return ResultLine(
+        id=id, benchmark="gsm8k", scenario="overthinking", method=method, model="m", prompt="p", gold=gold,
+        answerable=answerable, settings=settings or {}, seconds=0.0,
+        outcome=Outcome(stop="answer", thinking="t", answer=answer, tokens=tokens or TokenCounts(),
+                        records=list(records), extras=extras or {}),
+    )
+
+
+def test_datasets_prompts_and_nested_balanced_sampling(data_dir):
+    umwp = get_benchmark("umwp")
+    items = load_items(umwp, data_dir)
+    assert len(items) == 600
+    small, large = sample(items, 6, seed=0), sample(items, 10, seed=0)
+    assert [i.answerable for i in small] == [True, False] * 3  # alternating: a partial run has both
+    assert {i.id for i in small} <= {i.id for i in large}
+    assert umwp.prompt(items[0]) == f"{items[0].question} {UNANSWERABLE_SUFFIX}"
+    assert get_benchmark("gsm8k").prompt(items[0]).endswith("within \\boxed{}.")
+    with pytest.raises(DataError, match="SOMA_GPQA_FILE"):
+        load_items(get_benchmark("gpqa"), data_dir)
+
+
+def test_result_file_drops_torn_tail_and_refuses_duplicates_and_other_settings(tmp_path):
+    path = tmp_path / "r.jsonl"
+    f = ResultFile(path, {"a": 1})
+    f.append(line("q1", settings={"a": 1}))
+    with pytest.raises(DataError, match="already recorded"):
+        f.append(line("q1", settings={"a": 1}))
+    f.close()
+    with path.open("ab") as fh:
+        fh.write(b'{"id": "q2", "bench')  # a kill in the middle of a write
+    assert [r.id for r in read_results(path)] == ["q1"]
+    f = ResultFile(path, {"a": 1})
+    assert f.done == {"q1"} and path.read_bytes().endswith(b"}\n")
+    f.append(line("q2", settings={"a": 1}))
+    f.close()
+    assert [r.id for r in read_results(path)] == ["q1", "q2"]
+    with pytest.raises(DataError, match="other settings"):
+        ResultFile(path, {"a": 2})
+
+
+def _scan(i, t, score_, action="none"):
+    return {"type": "scan", "index": i, "thinking_tokens": t, "monitors": {"m": {"p": 0.5, "evidence": 0.0, "score": score_, "action": action, "in_episode": True}}}
+
+
+def test_soma_read_off_takes_the_first_branch_whose_evidence_reaches_h():
+    records = [
+        _scan(0, 100, 0.8, "remind"),
+        _scan(1, 200, 1.2),
+        {"type": "branch", "monitor": "m", "scan_index": 1, "thinking_tokens": 200, "text": "\\boxed{17}", "inserted_tokens": 5, "generated_tokens": 7},
+        _scan(2, 300, 3.4),
+        {"type": "branch", "monitor": "m", "scan_index": 2, "thinking_tokens": 300, "text": "\\boxed{18}", "inserted_tokens": 5, "generated_tokens": 9},
+    ]
+    r = line(answer="so \\boxed{18}", tokens=TokenCounts(thinking=500, answer=20, probe=16), records=records)
+    assert score.soma_at(r, 1.0) == score.Point("q1", "gsm8k", True, False, False, 207)
+    assert score.soma_at(r, 3.0) == score.Point("q1", "gsm8k", True, True, False, 309)
+    remind_only = score.soma_at(r, math.inf)
+    assert remind_only.correct and remind_only.tokens == 520  # the branches are not counted
+
+
+def test_budget_and_dynasor_read_offs_count_only_their_own_tokens():
+    forced = [{"budget": 64, "text": "Final Answer: 12", "generated": 4}]
+    r = line(answer="\\boxed{18}", tokens=TokenCounts(thinking=300, answer=10, probe=4), extras={"forced": forced})
+    assert score.budget_at(r, 64) == score.Point("q1", "gsm8k", True, False, False, 68)
+    assert score.budget_at(r, None).correct and score.budget_at(r, None).tokens == 310
+    probes = [
+        {"thinking_tokens": 32, "answer": "18", "certain": True, "generated": 3},
+        {"thinking_tokens": 64, "answer": "18", "certain": False, "generated": 5},
+        {"thinking_tokens": 96, "answer": "18", "certain": True, "generated": 3},
+        {"thinking_tokens": 128, "answer": "18", "certain": True, "generated": 3},
+    ]
+    r = line(answer="\\boxed{7}", tokens=TokenCounts(thinking=300, answer=10), extras={"probes": probes})
+    exit_ = score.dynasor_at(r, 32, 2)  # 64 hesitates, so 96+128 is the first agreeing certain pair
+    assert exit_.correct and exit_.tokens == 128 + 14
+    wider = score.dynasor_at(r, 64, 2)  # probes at 64 and 128 only; 64 hesitates: no exit
+    assert not wider.correct and wider.tokens == 310 + 8
+
+
+def test_choose_keeps_quality_then_minimises_tokens():
+    p = lambda ok, tok: score.Point("q", "b", True, ok, False, tok)
+    reference = [p(True, 100), p(False, 100)]
+    options = {1: [p(False, 10), p(False, 10)], 2: [p(True, 50), p(False, 40)], 3: [p(True, 90), p(False, 90)]}
+    assert score.choose(options, reference) == 2
+    assert score.choose(options, reference, delta=0.5) == 2  # 1 has lower success: best success wins
+
+
+def test_ses_renewal_statistics():
+    assert words("Wait, let's see... Maybe I'm wrong!") == ["wait", "let's", "see", "maybe", "i'm", "wrong"]
+    assert arrivals(words("wait let's see maybe not sure")) == [0, 1, 3, 4]  # longest phrase first
+    stats = RenewalStats.fit(["a b c wait d e f g maybe h i j k l perhaps", "x y wait z z z z z z assume"])
+    calm = " ".join(["word"] * 60)
+    doubtful = " ".join(["maybe wait perhaps"] * 20)
+    assert stats.z(doubtful) > critical_z(0.05, 5) > stats.z(calm)
+    assert critical_z(0.05, 1) == pytest.approx(1.6449, abs=1e-3)

@@ -1,0 +1,76 @@
+"""Tables from result lines, and the HTML viewer rendered in a real headless browser."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from soma_local.bench.methods.base import Engine
+from soma_local.bench.methods.soma import SomaReadout
+from soma_local.bench.report import write_reports
+from soma_local.bench.results import ResultFile, ResultLine
+from soma_local.bench.viewer import write_viewer
+from soma_local.monitors import resolve_monitors
+from soma_local.s2.base import SamplingParams
+from soma_local.s2.formats import ThinkingFormat
+from soma_local.s2.session import PauseRule
+from soma_local.trace import TokenCounts
+from soma_local.bench.methods.base import Outcome
+
+from conftest import ScriptedS1
+
+# A close tag the model never writes keeps it thinking, so there are scans to plot.
+NEVER_CLOSES = ThinkingFormat("prompted", close="</never-closes>")
+QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
+
+
+def _line(method, id, answer, thinking_tokens, benchmark="gsm8k", records=(), extras=None):
+    return ResultLine(
+        id=id, benchmark=benchmark, scenario="overthinking", method=method, model="tiny", prompt="p", gold="18",
+        answerable=True, settings={}, seconds=0.0,
+        outcome=Outcome(stop="answer", thinking="t", answer=answer, tokens=TokenCounts(thinking=thinking_tokens),
+                        records=list(records), extras=extras or {}),
+    )
+
+
+def test_table2_layout_weights_and_token_change(tmp_path):
+    rows = {
+        "vanilla": [("q1", "\\boxed{18}", 100), ("q2", "\\boxed{3}", 300)],
+        "deer": [("q1", "\\boxed{18}", 50), ("q2", "\\boxed{18}", 150)],
+    }
+    for method, items in rows.items():
+        f = ResultFile(tmp_path / "tiny" / "gsm8k" / f"{method}.jsonl", {})
+        for id, answer, tok in items:
+            f.append(_line(method, id, answer, tok))
+        f.close()
+    md, csv_path, png = write_reports(tmp_path, tmp_path / "out")
+    text = md.read_text()
+    assert "Table 2 (overthinking)" in text
+    assert "| Vanilla | 50.0 | 200 |" in text and "| DEER | 100.0 | -50% |" in text
+    assert "tiny,overthinking,DEER,avg_questions,acc,1.0,2" in csv_path.read_text()
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no headless browser installed (apt-get install -y chromium)")
+    monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
+    engine = Engine(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), s1=ScriptedS1([0.9, 0.8, 0.8]),
+                    monitors=monitors, pause=PauseRule(48, 16), max_tokens=200, thinking=NEVER_CLOSES)
+    outcome = SomaReadout().run(QUESTION, "overthinking", engine)
+    assert sum(r["type"] == "scan" for r in outcome.records) >= 2
+    path = tmp_path / "soma.jsonl"
+    f = ResultFile(path, {})
+    f.append(_line("soma", "q1", outcome.answer, 0).model_copy(update={"outcome": outcome}))
+    f.close()
+    html = write_viewer(path, "q1", tmp_path / "v.html", h=1.0)
+    run = lambda *a: subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", *a, html.as_uri()],
+                                    capture_output=True, timeout=120)
+    dom = run("--dump-dom").stdout.decode()
+    assert '<mark class="reminder"' in dom and monitors["overthinking"].reminder in dom
+    assert dom.count('class="p"') == dom.count('class="S"') >= 2  # p and S for every scan
+    assert '<mark class="takeover"' in dom  # the read-off takeover at h=1
+    shot = tmp_path / "shot.png"
+    run(f"--screenshot={shot}", "--window-size=1000,1400")
+    assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
