@@ -151,6 +151,11 @@ class LlamaCppS2(S2Backend):
 
     def load_prompt(self, ids: list[int]) -> float:
         t0 = time.perf_counter()
+        if ids == self._ids:
+            # The logits already belong to the last token; re-decoding it alone would change them
+            # slightly (batched and single-token decodes differ numerically) for no reason.
+            self._tail = b""
+            return 0.0
         keep = 0
         for a, b in zip(self._ids, ids):
             if a != b:
