@@ -10,7 +10,7 @@ OUT=${OUT:-benchmarks/results/cpu}
 N_TEST=${N_TEST:-6}
 N_CAL=${N_CAL:-4}
 N_SES=${N_SES:-12}
-COMMON=(--out "$OUT" --threads 1 --n-ctx 4096 --max-tokens 512 --scan-interval 128)
+COMMON=(--out "$OUT" --s1 readout --threads 1 --n-ctx 4096 --max-tokens 512 --scan-interval 128)
 bench() { $PY -m soma_local.cli bench run "${COMMON[@]}" "$@"; }
 
 overthinking() {

@@ -204,7 +204,7 @@ def cmd_replay(args) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--monitor", default="unanswerable", help="monitor name or .toml path")
-    p.add_argument("--s1", help="S1 spec (default: readout)")
+    p.add_argument("--s1", help="S1 spec (default: the shipped classifier; see soma run --help)")
     p.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
     p.add_argument("--grid", default=DEFAULT_GRID, help="thresholds h to evaluate (inf is always added)")
     p.add_argument("--limit", type=int, help="questions per file, seeded sample (default: all)")

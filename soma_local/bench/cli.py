@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from soma_local.errors import SomaError
+from soma_local.s1.factory import DEFAULT_S1
 
 
 def _thresholds(pairs: list[str] | None) -> dict[str, float]:
@@ -92,7 +93,7 @@ def register(sub) -> None:
     run.add_argument("--workers", type=int, default=1, help="processes, each with its own S2 (and S1)")
     run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
-    run.add_argument("--s1", default="readout", help="S1 spec for SOMA methods: readout[:GGUF]")
+    run.add_argument("--s1", default=DEFAULT_S1, help="S1 spec for SOMA methods (default: %(default)s)")
     run.add_argument("--s1-temperature", type=float)
     run.add_argument("--threshold", action="append", help="NAME=H for --method no_reminder (repeatable)")
     run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")

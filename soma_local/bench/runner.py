@@ -20,6 +20,7 @@ from soma_local.bench.methods import make_method
 from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, result_path
 from soma_local.errors import DataError
+from soma_local.s1.factory import DEFAULT_S1
 
 
 class EngineSpec(BaseModel):
@@ -28,7 +29,7 @@ class EngineSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     s2_model: str
-    s1: str = "readout"
+    s1: str = DEFAULT_S1
     s1_temperature: float | None = None
     chat_template: str | None = None
     n_ctx: int = 8192
