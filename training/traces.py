@@ -13,6 +13,7 @@ from typing import Iterator
 from pydantic import BaseModel, ValidationError
 
 from soma_local.errors import DataError
+from soma_local.replay import RecordedTrace
 from soma_local.trace import RunEnd, RunStart, read_trace
 from training.labels import final_boxed
 
@@ -49,25 +50,6 @@ class Trace(BaseModel):
         return final_boxed(self.answer_text) or final_boxed(self.thinking) or self.gold_answer()
 
 
-class _SharedRow(BaseModel):
-    dataset: str
-    model: str
-    question_id: str
-    answerable: bool
-    prompt: str
-    output: str
-    ground_truth: str | float | list[float] | None = None
-
-    def gold_answer(self) -> str | None:
-        """The logged gold answer as text (UMWP logs some as ``[14.0]``)."""
-        value = self.ground_truth
-        if isinstance(value, list):
-            value = value[0] if value else None
-        if isinstance(value, float):
-            value = f"{value:g}"
-        return value
-
-
 def split_output(output: str) -> tuple[str, str, bool]:
     """(thinking, text after thinking, whether thinking closed) of a ``<think>...`` completion."""
     body = output[len(THINK_OPEN) :] if output.startswith(THINK_OPEN) else output
@@ -87,7 +69,7 @@ def read_shared_traces(path: Path) -> Iterator[Trace]:
     with path.open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, 1):
             try:
-                row = _SharedRow.model_validate_json(line)
+                row = RecordedTrace.model_validate_json(line)
             except ValidationError as exc:
                 raise DataError(f"{path}:{line_no}: not a trace row: {exc.errors()[0]['msg']}") from None
             thinking, tail, closed = split_output(row.output)
