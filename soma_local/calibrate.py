@@ -12,7 +12,7 @@ import math
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,6 +20,7 @@ from soma_local.errors import DataError
 from soma_local.metrics import Metrics
 
 _EPS = 1e-12
+K = TypeVar("K")
 
 
 class Objective(BaseModel):
@@ -78,30 +79,44 @@ class Choice(BaseModel):
     candidates: list[Candidate]
 
 
+def _candidates(grid: Mapping[K, Metrics], objective: Objective, reference: Metrics) -> list[tuple[K, Metrics, bool, float]]:
+    floor = None if reference.accuracy is None else reference.accuracy - objective.delta - _EPS
+    return [
+        (key, m, floor is None or (m.accuracy is not None and m.accuracy >= floor), objective.value(m))
+        for key, m in sorted(grid.items())
+    ]
+
+
+def _best(candidates: list[tuple[K, Metrics, bool, float]], objective: Objective) -> K:
+    eligible = [c for c in candidates if c[2]]
+    if not eligible:
+        raise DataError(f"no setting keeps accuracy within {objective.delta:g} of the reference")
+    return max(eligible, key=lambda c: (round(c[3], 9), -c[1].tokens, c[0]))[0]
+
+
+def choose_setting(grid: Mapping[K, Metrics], objective: Objective, reference: Metrics) -> K:
+    """The rule for any tuned parameter (h, a budget, Dynasor's interval and k): the best eligible
+    option by ``objective``; ties go to fewer tokens, then to the larger (more cautious) option."""
+    return _best(_candidates(grid, objective, reference), objective)
+
+
 def choose_threshold(
     grid: Mapping[float, Metrics], objective: Objective, reference: Metrics | None = None
 ) -> Choice:
-    """The calibrated h. ``grid`` maps each h (math.inf = never take over) to its metrics on the
-    calibration set; ``reference`` defaults to ``grid[inf]``, which is therefore always eligible."""
+    """The calibrated h, with every candidate's metrics. ``grid`` maps each h (math.inf = never take
+    over) to its metrics on the calibration set; ``reference`` defaults to ``grid[inf]``, which is
+    therefore always eligible."""
     if reference is None:
         if math.inf not in grid:
             raise DataError("the grid needs h = inf (no takeover) as the reference, or pass a reference")
         reference = grid[math.inf]
-    floor = None if reference.accuracy is None else reference.accuracy - objective.delta - _EPS
-    candidates = [
-        Candidate(
-            threshold=h,
-            metrics=m,
-            eligible=floor is None or (m.accuracy is not None and m.accuracy >= floor),
-            value=objective.value(m),
-        )
-        for h, m in sorted(grid.items())
-    ]
-    eligible = [c for c in candidates if c.eligible]
-    if not eligible:
-        raise DataError(f"no threshold keeps accuracy within {objective.delta:g} of the reference")
-    best = max(eligible, key=lambda c: (round(c.value, 9), -c.metrics.tokens, c.threshold))
-    return Choice(threshold=best.threshold, objective=objective, reference=reference, candidates=candidates)
+    candidates = _candidates(grid, objective, reference)
+    return Choice(
+        threshold=_best(candidates, objective),
+        objective=objective,
+        reference=reference,
+        candidates=[Candidate(threshold=h, metrics=m, eligible=ok, value=v) for h, m, ok, v in candidates],
+    )
 
 
 # ---- the calibration file ---------------------------------------------------------------------------

@@ -128,13 +128,16 @@ def cmd_calibrate(args) -> int:
 # ---- soma replay -------------------------------------------------------------------------------
 
 def cmd_replay(args) -> int:
-    from soma_local.calibrate import calibrated_thresholds, calibration_path, load_calibration
+    from soma_local.calibrate import (
+        Objective, calibrated_thresholds, calibration_path, choose_threshold, default_objective, load_calibration,
+    )
     from soma_local.metrics import summarize
     from soma_local.models import resolve_gguf
     from soma_local.monitors import resolve_monitors
     from soma_local.calibration_runs import load_questions
     from soma_local.replay import (
-        CachedS1, ScoreCache, from_engine_trace, gguf_pieces, grouped, load_traces, replay_item, sample, scan,
+        CachedS1, ScoreCache, calibration_ids, from_engine_trace, gguf_pieces, group_key, grouped, load_traces,
+        replay_item, sample, scan,
     )
     from soma_local.trace import read_trace
     from soma_local.report import PAPER_UNANSWERABLE, h_label, pareto_plot, table
@@ -143,6 +146,8 @@ def cmd_replay(args) -> int:
     from soma_local.scoring import is_abstention
 
     (monitor,) = resolve_monitors([args.monitor])
+    if not 0 <= args.calibrate_share < 1:
+        raise SomaError(f"--calibrate-share must be in [0, 1), got {args.calibrate_share}")
     files = args.traces or ([] if args.engine_traces else sorted((_data_dir() / "traces").glob("*.jsonl")))
     if not files and not args.engine_traces:
         raise DataError(f"no trace files under {_data_dir() / 'traces'} (pass --traces FILE or set SOMA_DATA_DIR)")
@@ -153,6 +158,11 @@ def cmd_replay(args) -> int:
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads)
     if s1 is None:
         raise SomaError("replay needs an S1 (--s1 none given)")
+    if s1.trained_questions and not args.include_trained:
+        before = len(traces)
+        traces = [t for t in traces if t.question_id not in s1.trained_questions]
+        print(f"left out {before - len(traces)} of {before} traces: their questions are in {s1.name}'s training "
+              "split (--include-trained keeps them)")
     pieces_of = gguf_pieces(resolve_gguf(args.tokenizer))
     s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.name))
     rule = PauseRule(args.scan_interval, args.line_break_slack)
@@ -165,18 +175,37 @@ def cmd_replay(args) -> int:
 
     grid = _grid(args.grid)
     abstaining = is_abstention(monitor.takeover.prefill)
+
+    def metrics_at(items, h: float):
+        return summarize([replay_item(t, h, abstaining, args.takeover_answer_tokens) for t in items])
+
+    # With --calibrate-share, h is chosen per S2 on a seeded share of the questions and reported on the rest.
+    held = calibration_ids({t.id for t in scanned}, args.calibrate_share, args.seed) if args.calibrate_share else set()
+    objective = (Objective(kind=args.objective, delta=args.delta, fa_weight=args.fa_weight) if args.objective
+                 else default_objective(monitor.name, args.delta, args.fa_weight))
+    choices, calibration = {}, {}
+    for model in sorted({group_key(t)[1] for t in scanned if t.id in held}):
+        items = [t for t in scanned if t.id in held and group_key(t)[1] == model]
+        per_h = {x: metrics_at(items, x) for x in grid}
+        choices[model] = choose_threshold(per_h, objective)
+        calibration[model] = {"n": len(items), "choice": _jsonable(choices[model])}
+        print(f"\n== calibration on {len(items)} traces of {model} [{objective.describe()}]: "
+              f"h={h_label(choices[model].threshold)}")
+        if args.show_grid:
+            print(table([(f"h={h_label(x)}", m) for x, m in per_h.items()], baseline=per_h[math.inf]))
     cal = load_calibration(calibration_path(args.calibration))
     out = Path(args.out)
     groups, series, vanilla_of = {}, {}, {}
-    for (dataset, model), items in sorted(grouped(scanned).items()):
-        calibrated = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder").get(monitor.name)
+    for (dataset, model), items in sorted(grouped(t for t in scanned if t.id not in held).items()):
+        from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder").get(monitor.name)
         h, source = (
             (args.threshold, "--threshold") if args.threshold
-            else (calibrated, "calibration file") if calibrated
+            else (choices[model].threshold, f"calibrated on {calibration[model]['n']} other traces") if model in choices
+            else (from_file, "calibration file") if from_file
             else (monitor.default_threshold, "monitor default")
         )
         hs = sorted(set(grid) | {h})
-        per_h = {x: summarize([replay_item(t, x, abstaining, args.takeover_answer_tokens) for t in items]) for x in hs}
+        per_h = {x: metrics_at(items, x) for x in hs}
         vanilla = summarize([t.vanilla for t in items])
         label = f"{dataset} / {model}"
         series[label], vanilla_of[label] = per_h, vanilla
@@ -193,7 +222,8 @@ def cmd_replay(args) -> int:
         "s1": s1.name, "monitor": monitor.name, "controller": "no_reminder",
         "tokenizer": str(resolve_gguf(args.tokenizer).name), "scan_interval": args.scan_interval,
         "takeover_answer_tokens": args.takeover_answer_tokens, "limit": args.limit, "seed": args.seed,
-        "files": [str(f) for f in files], "groups": groups, "traces": [_jsonable(t) for t in scanned],
+        "files": [str(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,
+        "calibration_ids": sorted(held), "groups": groups, "traces": [_jsonable(t) for t in scanned],
     })
     plot = pareto_plot(series, vanilla_of, monitor.name, out / "pareto.png", f"replay: {monitor.name}, S1 {s1.name}")
     print(f"\nresults {out / 'replay_results.json'}, plot {plot}")
@@ -213,6 +243,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--line-break-slack", type=int, default=128)
     p.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     p.add_argument("--calibration", help="calibration file (default: $SOMA_CALIBRATION or calibration/thresholds.json)")
+    p.add_argument("--objective", choices=["fewest_tokens", "abstention"], help="how h is chosen (default: by monitor)")
+    p.add_argument("--delta", type=float, default=0.0, help="accuracy tolerance against h=inf (fraction)")
+    p.add_argument("--fa-weight", type=float, default=1.0, help="abstention objective: Abs - w*FA")
 
 
 def register(sub) -> None:
@@ -221,9 +254,6 @@ def register(sub) -> None:
     cal.add_argument("--data", action="append", help="calibration JSONL (default: <data>/<monitor>/calib_{easy,hard})")
     cal.add_argument("--variant", default="soma", choices=["soma", "no_reminder"],
                      help="soma (remind, then take over) or the no-reminder ablation, each with its own h")
-    cal.add_argument("--objective", choices=["fewest_tokens", "abstention"], help="default: by monitor")
-    cal.add_argument("--delta", type=float, default=0.0, help="accuracy tolerance against h=inf (fraction)")
-    cal.add_argument("--fa-weight", type=float, default=1.0, help="abstention objective: Abs - w*FA")
     cal.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     cal.add_argument("--max-tokens", type=int, default=32768)
     cal.add_argument("--temperature", type=float, default=0.6)
@@ -245,5 +275,9 @@ def register(sub) -> None:
     rep.add_argument("--takeover-answer-tokens", type=int, default=0,
                      help="tokens charged for a takeover's answer, which replay does not generate")
     rep.add_argument("--show-grid", action="store_true", help="print every h of the grid")
+    rep.add_argument("--calibrate-share", type=float, default=0.0,
+                     help="choose h per S2 on this seeded share of the questions and report on the rest (e.g. 0.5)")
+    rep.add_argument("--include-trained", action="store_true",
+                     help="keep traces whose questions the S1 was trained on (left out by default)")
     rep.add_argument("--out", default="runs/replay", help="output folder (results, pareto.png)")
     rep.set_defaults(func=cmd_replay)

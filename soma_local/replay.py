@@ -240,6 +240,7 @@ class CachedS1(S1):
     def __init__(self, inner: S1, cache: ScoreCache):
         self.inner, self.cache = inner, cache
         self.name, self.input_limit, self.template_tokens = inner.name, inner.input_limit, inner.template_tokens
+        self.trained_questions = inner.trained_questions
 
     @property
     def tokenizer(self):
@@ -329,6 +330,18 @@ def gguf_pieces(model_path: str | Path) -> Pieces:
         return cache[token]
 
     return lambda text: [piece(t) for t in llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)]
+
+
+def calibration_ids(ids: Iterable[str], share: float, seed: int) -> set[str]:
+    """The questions that calibrate h; the rest are reported. Decided per question by a seeded hash,
+    so a question stays on its side whatever subset or S2 it comes with (both S2s' traces of one
+    question land together, and a larger --limit only adds questions to each side)."""
+
+    def draw(qid: str) -> float:
+        digest = hashlib.sha256(f"{seed}\0{qid}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    return {q for q in ids if draw(q) < share}
 
 
 def group_key(trace: ScannedTrace | RecordedTrace) -> tuple[str, str]:

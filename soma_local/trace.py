@@ -150,12 +150,17 @@ class TraceWriter:
         self.close()
 
 
+def parse_record(raw: dict) -> BaseModel:
+    """One record from its JSON form, as ``TraceWriter`` writes it or a bench result line keeps it."""
+    return _adapter.validate_python(raw)
+
+
 def read_trace(path: str | Path) -> Iterator[BaseModel]:
     with Path(path).open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                yield _adapter.validate_python(json.loads(line))
+                yield parse_record(json.loads(line))
             except Exception as exc:  # noqa: BLE001 - re-raised with the location
                 raise ValueError(f"{path}:{lineno}: not a trace record: {exc}") from None

@@ -1,5 +1,6 @@
 """Pure bench logic: sampling, result files, read-offs of the sweeps, calibration choice, SES."""
 
+import json
 import math
 
 import pytest
@@ -10,6 +11,7 @@ from soma_local.bench.methods.base import Outcome
 from soma_local.bench.methods.ses import RenewalStats, arrivals, critical_z, words
 from soma_local.bench.results import ResultFile, ResultLine, read_results
 from soma_local.errors import DataError
+from soma_local.metrics import ItemResult
 from soma_local.trace import TokenCounts
 
 
@@ -54,29 +56,55 @@ def test_result_file_drops_torn_tail_and_refuses_duplicates_and_other_settings(t
         ResultFile(path, {"a": 2})
 
 
-def _scan(i, t, score_, action="none"):
-    return {"type": "scan", "index": i, "thinking_tokens": t, "monitors": {"m": {"p": 0.5, "evidence": 0.0, "score": score_, "action": action, "in_episode": True}}}
+def _readout_records(mode="readout"):
+    """A readout trace as a bench result line keeps it (JSON form, run_start to run_end)."""
+    from soma_local.trace import Branch, MonitorScan, RunEnd, RunStart, Scan, Timings
 
+    def scan(i, t, score_, action="none"):
+        m = MonitorScan(p=0.5, evidence=0.0, score=score_, action=action, in_episode=True)
+        return Scan(index=i, thinking_tokens=t, position=t, at_line_break=True, monitors={"m": m}, s1_seconds=0.0)
 
-def test_soma_read_off_takes_the_first_branch_whose_evidence_reaches_h():
     records = [
-        _scan(0, 100, 0.8, "remind"),
-        _scan(1, 200, 1.2),
-        {"type": "branch", "monitor": "m", "scan_index": 1, "thinking_tokens": 200, "text": "\\boxed{17}", "inserted_tokens": 5, "generated_tokens": 7},
-        _scan(2, 300, 3.4),
-        {"type": "branch", "monitor": "m", "scan_index": 2, "thinking_tokens": 300, "text": "\\boxed{18}", "inserted_tokens": 5, "generated_tokens": 9},
+        RunStart(question="q", s2_model="s2", s1="s1", monitors=[{"name": "m"}], thresholds={"m": math.inf},
+                 settings={"mode": mode}, started_at="now"),
+        scan(0, 100, 0.8, "remind"),
+        scan(1, 200, 1.2),
+        Branch(monitor="m", scan_index=1, thinking_tokens=200, text="\\boxed{17}", inserted_tokens=5, generated_tokens=7),
+        scan(2, 300, 3.4),
+        Branch(monitor="m", scan_index=2, thinking_tokens=300, text="\\boxed{18}", inserted_tokens=5, generated_tokens=9),
+        RunEnd(stop="answer", thinking="t", answer="so \\boxed{18}", output="", takeover=None, scans=3, failed_scans=0,
+               reminders=1, tokens=TokenCounts(thinking=500, answer=20, probe=16), timings=Timings()),
     ]
-    r = line(answer="so \\boxed{18}", tokens=TokenCounts(thinking=500, answer=20, probe=16), records=records)
-    assert score.soma_at(r, 1.0) == score.Point("q1", "gsm8k", True, False, False, 207)
-    assert score.soma_at(r, 3.0) == score.Point("q1", "gsm8k", True, True, False, 309)
-    remind_only = score.soma_at(r, math.inf)
-    assert remind_only.correct and remind_only.tokens == 520  # the branches are not counted
+    return [json.loads(r.model_dump_json()) for r in records]
+
+
+def test_readout_lines_read_off_with_soma_local_readout():
+    r = line(answer="so \\boxed{18}", tokens=TokenCounts(thinking=500, answer=20, probe=16), records=_readout_records())
+    assert score.readout_at(r, 1.0) == ItemResult(id="q1", answerable=True, abstained=False, correct=False,
+                                                  tokens=207, takeover=True)
+    assert score.readout_at(r, 3.0).correct and score.readout_at(r, 3.0).tokens == 309
+    remind_only = score.readout_at(r, math.inf)
+    assert remind_only.correct and not remind_only.takeover and remind_only.tokens == 520  # branches not counted
+    assert score.readout_at(r, 0.5).tokens == 207  # the reminder's own pause never takes over
+    unfinished = line(records=_readout_records()[:-1])
+    with pytest.raises(DataError, match="run_end"):
+        score.readout_at(unfinished, 1.0)
+
+
+def test_calibrated_h_follows_the_objective():
+    from soma_local.calibrate import Objective
+
+    right_late = line("a", answer="\\boxed{18}", tokens=TokenCounts(thinking=500, answer=20), records=_readout_records())
+    # h <= 1.2 takes over at scan 1 with a wrong answer: fewest tokens, but accuracy falls below h = inf's
+    assert score.calibrate_h([right_late], Objective(kind="fewest_tokens")) == 3.0
+    assert score.calibrate_h([right_late], Objective(kind="fewest_tokens", delta=1.0)) == 1.0
 
 
 def test_budget_and_dynasor_read_offs_count_only_their_own_tokens():
     forced = [{"budget": 64, "text": "Final Answer: 12", "generated": 4}]
     r = line(answer="\\boxed{18}", tokens=TokenCounts(thinking=300, answer=10, probe=4), extras={"forced": forced})
-    assert score.budget_at(r, 64) == score.Point("q1", "gsm8k", True, False, False, 68)
+    assert score.budget_at(r, 64) == ItemResult(id="q1", answerable=True, abstained=False, correct=False, tokens=68,
+                                                takeover=True)
     assert score.budget_at(r, None).correct and score.budget_at(r, None).tokens == 310
     probes = [
         {"thinking_tokens": 32, "answer": "18", "certain": True, "generated": 3},
@@ -89,14 +117,6 @@ def test_budget_and_dynasor_read_offs_count_only_their_own_tokens():
     assert exit_.correct and exit_.tokens == 128 + 14
     wider = score.dynasor_at(r, 64, 2)  # probes at 64 and 128 only; 64 hesitates: no exit
     assert not wider.correct and wider.tokens == 310 + 8
-
-
-def test_choose_keeps_quality_then_minimises_tokens():
-    p = lambda ok, tok: score.Point("q", "b", True, ok, False, tok)
-    reference = [p(True, 100), p(False, 100)]
-    options = {1: [p(False, 10), p(False, 10)], 2: [p(True, 50), p(False, 40)], 3: [p(True, 90), p(False, 90)]}
-    assert score.choose(options, reference) == 2
-    assert score.choose(options, reference, delta=0.5) == 2  # 1 has lower success: best success wins
 
 
 def test_ses_renewal_statistics():

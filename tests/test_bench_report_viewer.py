@@ -47,7 +47,7 @@ def test_table2_layout_weights_and_token_change(tmp_path):
     text = md.read_text()
     assert "Table 2 (overthinking)" in text
     assert "| Vanilla | 50.0 | 200 |" in text and "| DEER | 100.0 | -50% |" in text
-    assert "tiny,overthinking,DEER,avg_questions,acc,1.0,2" in csv_path.read_text()
+    assert "tiny,overthinking,DEER,avg_questions,accuracy,1.0,2" in csv_path.read_text()
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

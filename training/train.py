@@ -28,7 +28,7 @@ from soma_local.errors import SomaError
 from soma_local.models import resolve_gguf
 from soma_local.monitors import Monitor, resolve_monitors
 from soma_local.s1.classifier import PairEncoder, ScoreHead
-from soma_local.s1_models import S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model
+from soma_local.s1_models import S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model, write_trained_questions
 from soma_local.state import build_state, longest_tokens
 from soma_local.temperature import evaluate, fit_temperature, nll, scaled_probs
 from training.card import model_card
@@ -145,6 +145,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default=None, help="cpu | cuda | auto (default)")
     ap.add_argument("--out", type=Path, default=S1_MODELS_DIR, help="where released S1s live")
+    ap.add_argument("--split-only", action="store_true",
+                    help="only (re)write the model's trained_questions.json from the same seeded split, no training")
     args = ap.parse_args(argv)
     args.traces = args.traces or [data_dir() / "traces"]
     return args
@@ -162,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     exclude = gold_question_ids(gold_dir) if gold_dir.is_dir() else set()
     examples = build_examples(args, monitors, exclude)
     train, held = split_by_question(examples, args.held_out, args.seed)
+    folder = args.out / args.name
+    if args.split_only:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_trained_questions(folder, {e.question_id for e in train})
+        print(f"wrote {folder}: {len(train)} training states over {len({e.question_id for e in train})} questions")
+        return 0
     gold = [e for e in read_labelled(gold_dir / "gold_dev.jsonl") if e.monitor in statements] if (gold_dir / "gold_dev.jsonl").is_file() else []
     print(f"examples: {len(train)} train, {len(held)} held-out, {len(gold)} gold (gold questions excluded: {len(exclude)})")
 
@@ -192,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     data = {"train": len(train), "held_out": len(held), "gold": len(gold), "teacher": args.teacher,
             "traces": [str(p) for p in args.traces], "excluded_questions": len(exclude),
             "positives_train": int((y_train >= 0.5).sum()), "argv": sys.argv[1:] if argv is None else argv}
-    folder = args.out / args.name
     write_model(folder, config, head.state_dict(), model_card(args.name, config, metrics, data))
+    write_trained_questions(folder, {e.question_id for e in train})
     (folder / "metrics.json").write_text(json.dumps({"data": data, **metrics}, indent=2) + "\n")
     print(json.dumps(metrics, indent=2))
     print(f"saved {folder}")

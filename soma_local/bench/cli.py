@@ -9,17 +9,6 @@ from soma_local.errors import SomaError
 from soma_local.s1.factory import DEFAULT_S1
 
 
-def _thresholds(pairs: list[str] | None) -> dict[str, float]:
-    out = {}
-    for pair in pairs or []:
-        name, _, value = pair.partition("=")
-        try:
-            out[name] = float(value)
-        except ValueError:
-            raise SomaError(f"--threshold takes NAME=H (for example unanswerable=3), got '{pair}'") from None
-    return out
-
-
 def cmd_bench_run(args) -> int:
     from soma_local.bench.runner import EngineSpec, run_bench
 
@@ -41,7 +30,6 @@ def cmd_bench_run(args) -> int:
         max_tokens=args.max_tokens,
     )
     params = {
-        "thresholds": _thresholds(args.threshold),
         "budgets": args.budgets,
         "deer_threshold": args.deer_threshold,
         "dynasor_interval": args.dynasor_interval,
@@ -95,7 +83,6 @@ def register(sub) -> None:
     run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
     run.add_argument("--s1", default=DEFAULT_S1, help="S1 spec for SOMA methods (default: %(default)s)")
     run.add_argument("--s1-temperature", type=float)
-    run.add_argument("--threshold", action="append", help="NAME=H for --method no_reminder (repeatable)")
     run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")
     run.add_argument("--deer-threshold", type=float, default=0.95)
     run.add_argument("--dynasor-interval", type=int, default=32, help="base probe interval of the sweep")

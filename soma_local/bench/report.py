@@ -18,6 +18,8 @@ from typing import Callable
 from soma_local.bench import score
 from soma_local.bench.datasets import BENCHMARKS
 from soma_local.bench.results import ResultLine, read_results
+from soma_local.calibrate import default_objective
+from soma_local.metrics import ItemResult, Metrics, summarize
 from soma_local.monitors import resolve_monitors
 
 
@@ -25,7 +27,7 @@ from soma_local.monitors import resolve_monitors
 class Row:
     name: str
     method: str  # the result file it is read from
-    read: Callable[[ResultLine], score.Point]
+    read: Callable[[ResultLine], ItemResult]
     ablation: bool = False
 
 
@@ -49,25 +51,28 @@ def _calibration(by_bench: dict, scenario: str, method: str) -> list[ResultLine]
 
 
 def rows_for(scenario: str, by_bench: dict, delta: float) -> tuple[list[Row], dict]:
-    """The table's rows and the parameters chosen for them (with where each came from)."""
+    """The table's rows and the parameters chosen for them (with where each came from). Every
+    parameter is chosen on the calibration sets by the scenario's objective (``soma calibrate``'s)."""
     chosen: dict = {}
+    objective = default_objective(scenario, delta)
     monitor = {m.name: m for m in resolve_monitors([scenario])}[scenario]
-    cal = _calibration(by_bench, scenario, "soma")
-    h = score.calibrate_h(cal, delta) if cal else monitor.default_threshold
-    chosen["SOMA h"] = (h, f"calibrated on {len(cal)} questions" if cal else "monitor default (no calibration runs)")
+
+    def tuned(label: str, method: str, calibrate, fallback, fallback_why: str):
+        cal = _calibration(by_bench, scenario, method)
+        value = calibrate(cal, objective) if cal else fallback
+        chosen[label] = (value, f"calibrated on {len(cal)} questions" if cal else fallback_why)
+        return value
+
+    h = tuned("SOMA h", "soma", score.calibrate_h, monitor.default_threshold, "monitor default (no calibration runs)")
+    h_nr = tuned("No-reminder h", "no_reminder", score.calibrate_h, monitor.default_threshold,
+                 "monitor default (no calibration runs)")
     rows = [Row("Vanilla", "vanilla", score.plain)]
     if scenario == "overthinking":
-        cal = _calibration(by_bench, scenario, "budget_forcing")
-        budget = score.calibrate_budget(cal, delta) if cal else None
-        chosen["BF budget"] = (budget, f"calibrated on {len(cal)} questions" if cal else "no calibration runs: unforced")
+        budget = tuned("BF budget", "budget_forcing", score.calibrate_budget, None, "no calibration runs: unforced")
         rows.append(Row(f"BF (B={budget})", "budget_forcing", lambda line, b=budget: score.budget_at(line, b)))
     rows.append(Row("DEER", "deer", score.plain))
-    cal = _calibration(by_bench, scenario, "dynasor")
-    interval, k = score.calibrate_dynasor(cal, delta) if cal else (None, 3)
-    chosen["Dynasor (interval, k)"] = (
-        (interval, k),
-        f"calibrated on {len(cal)} questions" if cal else "defaults (no calibration runs): base interval, k=3",
-    )
+    interval, k = tuned("Dynasor (interval, k)", "dynasor", score.calibrate_dynasor, (None, 3),
+                        "defaults (no calibration runs): base interval, k=3")
     rows.append(
         Row(
             "Dynasor-CoT",
@@ -78,13 +83,14 @@ def rows_for(scenario: str, by_bench: dict, delta: float) -> tuple[list[Row], di
     if scenario == "unanswerable":
         rows.append(Row("AbstentionBench prompt", "abstention_prompt", score.plain))
         rows.append(Row("SES", "ses", score.plain))
-    rows.append(Row(f"SOMA (h={h:g})", "soma", lambda line, h=h: score.soma_at(line, h)))
-    rows.append(Row("Remind-only (h=inf)", "soma", lambda line: score.soma_at(line, math.inf), ablation=True))
-    rows.append(Row("No reminder", "no_reminder", score.plain, ablation=True))
+    rows.append(Row(f"SOMA (h={h:g})", "soma", lambda line, h=h: score.readout_at(line, h)))
+    rows.append(Row("Remind-only (h=inf)", "soma", lambda line: score.readout_at(line, math.inf), ablation=True))
+    rows.append(Row(f"No reminder (h={h_nr:g})", "no_reminder", lambda line, h=h_nr: score.readout_at(line, h),
+                    ablation=True))
     return rows, chosen
 
 
-def _table(rows: list[Row], methods: dict[str, list[ResultLine]]) -> dict[str, list[score.Point]]:
+def _table(rows: list[Row], methods: dict[str, list[ResultLine]]) -> dict[str, list[ItemResult]]:
     """Points per row on the questions that every available row has."""
     present = [r for r in rows if r.method in methods]
     if not present:
@@ -95,12 +101,12 @@ def _table(rows: list[Row], methods: dict[str, list[ResultLine]]) -> dict[str, l
     }
 
 
-def _pct(x: float) -> str:
-    return "-" if math.isnan(x) else f"{100 * x:.1f}"
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
 
 
-def _tok(x: float, base: float | None) -> str:
-    if math.isnan(x):
+def _tok(x: float | None, base: float | None) -> str:
+    if x is None:
         return "-"
     if base is None:
         return f"{x:.0f}"
@@ -116,17 +122,17 @@ def scenario_report(model: str, scenario: str, by_bench: dict, delta: float):
     if not per_bench:
         return [], [], {}
     names = [r.name for r in rows if any(r.name in t for t in per_bench.values())]
-    metrics = ["acc", "tokens"] if scenario == "overthinking" else ["abs", "acc", "fa", "tokens"]
-    label = {"acc": "Acc", "tokens": "Tok", "abs": "Abs", "fa": "FA"}
+    metrics = ["accuracy", "tokens"] if scenario == "overthinking" else ["abstention", "accuracy", "false_abstention", "tokens"]
+    label = {"accuracy": "Acc", "tokens": "Tok", "abstention": "Abs", "false_abstention": "FA"}
     csv_rows, plot = [], {}
 
-    def cells(name: str, summaries: list[score.Summary], base: list[score.Summary] | None, weights):
+    def cells(name: str, summaries: list[Metrics], base: list[Metrics] | None, weights):
         out = []
         for metric in metrics:
             vals = [getattr(s, metric) for s in summaries]
-            ws = [w for w, v in zip(weights, vals) if not math.isnan(v)]
-            vs = [v for v in vals if not math.isnan(v)]
-            value = sum(w * v for w, v in zip(ws, vs)) / sum(ws) if ws and sum(ws) else math.nan
+            ws = [w for w, v in zip(weights, vals) if v is not None]
+            vs = [v for v in vals if v is not None]
+            value = sum(w * v for w, v in zip(ws, vs)) / sum(ws) if ws and sum(ws) else None
             if metric == "tokens":
                 bvals = [getattr(s, "tokens") for s in base] if base else None
                 bval = sum(w * v for w, v in zip(weights, bvals)) / sum(weights) if bvals else None
@@ -149,8 +155,8 @@ def scenario_report(model: str, scenario: str, by_bench: dict, delta: float):
     ablation_md = []
     for name in names:
         row = next(r for r in rows if r.name == name)
-        sums = [score.Summary.of(per_bench[b][name]) if name in per_bench[b] else None for b in per_bench]
-        base = [score.Summary.of(per_bench[b]["Vanilla"]) if "Vanilla" in per_bench[b] else None for b in per_bench]
+        sums = [summarize(per_bench[b][name]) if name in per_bench[b] else None for b in per_bench]
+        base = [summarize(per_bench[b]["Vanilla"]) if "Vanilla" in per_bench[b] else None for b in per_bench]
         line = [name]
         for b, s, vb in zip(per_bench, sums, base):
             if s is None:
@@ -200,11 +206,11 @@ def pareto_plot(points: dict, path: Path) -> None:
     for ax, (model, scenario) in zip(axes[0], panels):
         rows = points[model][scenario]
         base = rows.get("Vanilla", {}).get("tokens")
-        quality = "acc" if scenario == "overthinking" else "abs"
+        quality = "accuracy" if scenario == "overthinking" else "abstention"
         xy = {
             name: (100 * (v["tokens"] - base) / base if base else 0.0, 100 * v[quality])
             for name, v in rows.items()
-            if not math.isnan(v.get(quality, math.nan))
+            if v.get(quality) is not None
         }
         front = sorted(
             (n for n, (x, y) in xy.items() if not any(x2 <= x and y2 >= y and (x2, y2) != (x, y) for x2, y2 in xy.values())),
@@ -215,7 +221,7 @@ def pareto_plot(points: dict, path: Path) -> None:
             ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         ax.plot([xy[n][0] for n in front], [xy[n][1] for n in front], "k--", lw=0.8, label="Pareto frontier")
         ax.set_xlabel("tokens vs Vanilla (%)")
-        ax.set_ylabel("accuracy (%)" if quality == "acc" else "abstention on unanswerable (%)")
+        ax.set_ylabel("accuracy (%)" if quality == "accuracy" else "abstention on unanswerable (%)")
         ax.set_title(f"{model} · {scenario}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

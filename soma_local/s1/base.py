@@ -41,6 +41,8 @@ class S1(ABC):
     input_limit: int = 2048
     # Tokens the backend adds around the state and statement (prompt template, special tokens).
     template_tokens: int = 0
+    # Question ids whose states this S1 was trained on: trace replay leaves them out.
+    trained_questions: frozenset[str] = frozenset()
 
     @property
     @abstractmethod

@@ -18,7 +18,7 @@ from torch import nn
 
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
-from soma_local.s1_models import read_config, read_weights, resolve_backbone, resolve_s1_model
+from soma_local.s1_models import read_config, read_trained_questions, read_weights, resolve_backbone, resolve_s1_model
 from soma_local.temperature import scaled_probs
 
 
@@ -127,6 +127,7 @@ class ClassifierS1(S1):
         self.input_limit = self.encoder.max_length
         self.template_tokens = self.encoder.special_tokens
         self.name = f"classifier:{folder.name}"
+        self.trained_questions = read_trained_questions(folder)
 
     @property
     def tokenizer(self) -> _TokenCounter:

@@ -34,6 +34,10 @@ def load_s1(
     if kind == "classifier":
         from soma_local.s1.classifier import ClassifierS1
 
+        if n_threads:  # torch's pool is per process; without this it spins on every core beside llama.cpp
+            import torch
+
+            torch.set_num_threads(n_threads)
         return ClassifierS1(arg or None, input_limit=input_limit, temperature=temperature)
     if kind == "readout":
         from soma_local.s1.readout import ReadoutS1

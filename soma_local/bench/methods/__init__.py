@@ -23,7 +23,7 @@ def make_method(name: str, params: dict, *, out: Path, model: str) -> Method:
     if name == "soma":
         return soma.SomaReadout()
     if name == "no_reminder":
-        return soma.NoReminder(params.get("thresholds"))
+        return soma.NoReminder()
     if name == "budget_forcing":
         return budget.BudgetForcing(params.get("budgets") or [1024, 2048, 4096, 8192, 16384])
     if name == "deer":

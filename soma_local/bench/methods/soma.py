@@ -1,13 +1,15 @@
-"""SOMA through the engine's own loop: the single-run readout, and the no-reminder ablation.
+"""SOMA through the engine's own loop, as single-run readouts (paper §4.1).
 
 ``SomaReadout`` runs ``supervise(mode="readout")`` once: reminders go in, no takeover happens, and
-every possible takeover continuation is produced on a branch. Its trace records are kept whole, so
-SOMA at any h and remind-only (h = infinity) are read off afterwards (``bench.score``).
-``NoReminder`` cannot be read off that way (without reminders S2's text differs), so it is a real
-run at a given h.
+every possible takeover continuation is produced on a branch. ``NoReminder`` does the same without
+reminders (``readout_no_reminder``: its S2 text differs, so it needs its own run and its own h). The
+trace records are kept whole (run_end included), so ``bench.score.readout_at`` reads off any h with
+``soma_local.readout``, and the report picks each variant's h on the calibration sets.
 """
 
 from __future__ import annotations
+
+import json
 
 from soma_local.bench.methods.base import Engine, Method, Outcome
 from soma_local.supervise import RunConfig, supervise
@@ -20,7 +22,7 @@ def _run(prompt: str, scenario: str, engine: Engine, config: RunConfig) -> Outco
     monitor = engine.monitors[scenario]
     result = supervise(prompt, engine.s2, engine.s1, [monitor], config)
     end = result.end
-    records = [r.model_dump() for r in result.records if r.type not in ("run_end",)]
+    records = [json.loads(r.model_dump_json()) for r in result.records]  # h = inf kept as "Infinity"
     return Outcome(
         stop=end.stop,
         thinking=end.thinking,
@@ -33,10 +35,11 @@ def _run(prompt: str, scenario: str, engine: Engine, config: RunConfig) -> Outco
 
 class SomaReadout(Method):
     name = "soma"
+    mode = "readout"
 
     def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
         config = RunConfig(
-            mode="readout",
+            mode=self.mode,
             pause=engine.pause,
             max_tokens=engine.max_tokens,
             thinking=engine.thinking,
@@ -45,25 +48,6 @@ class SomaReadout(Method):
         return _run(prompt, scenario, engine, config)
 
 
-class NoReminder(Method):
+class NoReminder(SomaReadout):
     name = "no_reminder"
-
-    def __init__(self, thresholds: dict[str, float] | None = None):
-        self.thresholds = dict(thresholds or {})
-
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
-        config = RunConfig(
-            mode="no_reminder",
-            thresholds=self.thresholds,
-            pause=engine.pause,
-            max_tokens=engine.max_tokens,
-            thinking=engine.thinking,
-            sampling=engine.sampling,
-        )
-        outcome = _run(prompt, scenario, engine, config)
-        start = next(r for r in outcome.records if r["type"] == "run_start")
-        outcome.extras["threshold"] = start["thresholds"][outcome.extras["monitor"]]
-        return outcome
-
-    def settings(self) -> dict:
-        return {"thresholds": self.thresholds}
+    mode = "readout_no_reminder"
