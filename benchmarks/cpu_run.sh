@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The small real CPU run committed under benchmarks/results/cpu: the embedded SmolLM2-135M S2 and the
-# shipped classifier S1, every method. Two processes, one per scenario, one thread each; every step is
+# The small real CPU run in benchmarks/results/cpu: the embedded SmolLM2-135M S2 and the shipped
+# classifier S1, every method. Two processes, one per scenario, one thread each; every step is
 # resumable, so rerunning this script continues a killed run. Short limits so it fits 2 CPU cores:
 # --max-tokens 512 --scan-interval 128 (the paper: 32,768 and 256).
 set -euo pipefail
@@ -24,10 +24,10 @@ unanswerable() {
         --method dynasor --dynasor-interval 64
   bench --benchmark umwp --limit "$N_TEST" --method vanilla --method soma --method no_reminder --method deer \
         --method dynasor --method abstention_prompt --dynasor-interval 64
-  # SES is fitted on vanilla runs of answerable calibration questions; SmolLM2 rarely writes an
-  # uncertainty keyword, so it needs more of them than the other calibrations.
+  # SES: fitted on vanilla runs of answerable calibration questions. SmolLM2 rarely writes a
+  # keyword: more of them, and the conformal rule (parametric needs two).
   bench --benchmark calib_unans_easy --limit "$N_SES" --method vanilla
-  bench --benchmark umwp --limit "$N_TEST" --method ses
+  bench --benchmark umwp --limit "$N_TEST" --method ses --ses-rule conformal
 }
 overthinking > "$OUT.overthinking.log" 2>&1 &
 unanswerable > "$OUT.unanswerable.log" 2>&1 &

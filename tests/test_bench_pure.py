@@ -8,7 +8,7 @@ import pytest
 from soma_local.bench import score
 from soma_local.bench.datasets import UNANSWERABLE_SUFFIX, Item, get_benchmark, load_items, sample
 from soma_local.bench.methods.base import Outcome
-from soma_local.bench.methods.ses import RenewalStats, arrivals, critical_z, words
+from soma_local.bench.methods.ses import ConformalRate, RenewalStats, arrivals, critical_z, words
 from soma_local.bench.results import ResultFile, ResultLine, read_results
 from soma_local.errors import DataError
 from soma_local.metrics import ItemResult
@@ -127,3 +127,14 @@ def test_ses_renewal_statistics():
     doubtful = " ".join(["maybe wait perhaps"] * 20)
     assert stats.z(doubtful) > critical_z(0.05, 5) > stats.z(calm)
     assert critical_z(0.05, 1) == pytest.approx(1.6449, abs=1e-3)
+
+
+def test_ses_conformal_rule_fits_without_keywords():
+    calm = ["word " * 50, "no doubt here at all " * 10, "maybe " + "word " * 99]
+    rule = ConformalRate.fit(calm, alpha=0.05, step=10)  # n=3: rank ceil(0.95*4)=4 > 3, nothing ever stops
+    assert rule.threshold == math.inf
+    rule = ConformalRate.fit(calm * 10, alpha=0.05, step=10)  # n=30: rank 30, the largest peak
+    assert rule.threshold == pytest.approx(1 / 10)  # "maybe" at word 0, first checkpoint at 10 words
+    quiet = ConformalRate.fit(["word " * 50] * 30, alpha=0.05, step=10)
+    assert quiet.threshold == 0.0 and quiet.rate("so wait maybe") > 0.0 and quiet.rate("word word") == 0.0
+    assert ConformalRate.peak_rate("a b wait c maybe d", step=2) == pytest.approx(2 / 6)  # 0/2, 1/4, 2/6

@@ -34,6 +34,7 @@ def cmd_bench_run(args) -> int:
         "deer_threshold": args.deer_threshold,
         "dynasor_interval": args.dynasor_interval,
         "ses_alpha": args.ses_alpha,
+        "ses_rule": args.ses_rule,
     }
     n = run_bench(
         spec,
@@ -87,6 +88,8 @@ def register(sub) -> None:
     run.add_argument("--deer-threshold", type=float, default=0.95)
     run.add_argument("--dynasor-interval", type=int, default=32, help="base probe interval of the sweep")
     run.add_argument("--ses-alpha", type=float, default=0.05)
+    run.add_argument("--ses-rule", choices=["parametric", "conformal"], default="parametric",
+                     help="SES stopping rule: renewal-process z-test, or maxwise conformal (fits with few keywords)")
     run.add_argument("--scan-interval", type=int, default=256)
     run.add_argument("--line-break-slack", type=int, default=128)
     run.add_argument("--max-tokens", type=int, default=32768)

@@ -31,13 +31,13 @@ def make_method(name: str, params: dict, *, out: Path, model: str) -> Method:
     if name == "dynasor":
         return dynasor.DynasorSweep(params.get("dynasor_interval", 32))
     if name == "ses":
-        return _ses(out, model, params.get("ses_alpha", 0.05))
+        return _ses(out, model, params.get("ses_alpha", 0.05), params.get("ses_rule", "parametric"))
     raise DataError(f"unknown method '{name}' (known: {', '.join(METHODS)})")
 
 
-def _ses(out: Path, model: str, alpha: float) -> Method:
+def _ses(out: Path, model: str, alpha: float, rule: str) -> Method:
     """SES's answerable-question statistics, from the vanilla runs on the calibration sets."""
-    from soma_local.bench.methods.ses import RenewalStats, StatisticalEarlyStop
+    from soma_local.bench.methods.ses import ConformalRate, RenewalStats, StatisticalEarlyStop, lazy_interval
     from soma_local.bench.results import read_results, result_path
 
     texts, lengths = [], []
@@ -54,9 +54,13 @@ def _ses(out: Path, model: str, alpha: float) -> Method:
             f"`soma bench run --method vanilla --benchmark {SES_CALIBRATION[0]}` first (looked in "
             f"{result_path(out, model, SES_CALIBRATION[0], 'vanilla')})"
         )
-    try:
-        stats = RenewalStats.fit(texts)
-    except ValueError as exc:
-        raise DataError(f"SES: {exc} ({len(texts)} answerable vanilla calibration runs under {out}); "
-                        "run vanilla on more calibration questions (a larger --limit)") from None
-    return StatisticalEarlyStop(stats, int(statistics.median(lengths)), alpha)
+    median_len = int(statistics.median(lengths))
+    if rule == "conformal":
+        fitted = ConformalRate.fit(texts, alpha, lazy_interval(median_len))
+    else:
+        try:
+            fitted = RenewalStats.fit(texts)
+        except ValueError as exc:
+            raise DataError(f"SES: {exc} ({len(texts)} answerable vanilla calibration runs under {out}); run "
+                            "vanilla on more calibration questions, or use --ses-rule conformal") from None
+    return StatisticalEarlyStop(fitted, median_len, alpha)
