@@ -3,8 +3,10 @@
 For each question: one remind-only run and one readout run (same seed, same S1), on the default S2
 unless told otherwise. The readout's main line is the remind-only run token for token; its extra cost
 is the takeover continuations produced on branches. S1 answers both runs through one score cache, so
-the same state gets the same p in both (S1 cost is the same for both and is left out of the times). Prints per question and in total: S2 generated
-tokens, S2 time, wall time, branch count, and the readout/remind-only ratios. Calibrating a grid of G
+the same state gets the same p in both (S1 cost is the same for both and is left out of the times, as
+the prompt's prefill is paid only by whichever run comes first, so the order alternates per
+question). Prints per question and in total: S2 generated tokens (a branch's takeover text is fed,
+not generated, so it shows in time only), S2 time, wall time, branch count, and the ratios. Calibrating a grid of G
 thresholds by real runs would cost about G remind-only runs; the readout costs the ratio printed.
 How many branches there are depends on the S1, so the script also prints the bound for an S1 that
 makes every pause after the first a branch point (each branch at most the takeover's token budget).
@@ -22,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from soma_local.bench.datasets import scenario_prompt  # noqa: E402
 from soma_local.calibration_runs import load_questions  # noqa: E402
 from soma_local.models import resolve_gguf  # noqa: E402
 from soma_local.monitors import resolve_monitors  # noqa: E402
@@ -63,23 +66,24 @@ def main() -> int:
     print(f"{'question':<28}{'branches':>9}{'tok RO':>8}{'tok RD':>8}{'S2s RO':>8}{'S2s RD':>8}{'wall RO':>9}{'wall RD':>9}  (wall: S1 excluded)")
     totals = [0.0] * 6
     bound = 0
-    for q in questions:
-        costs = []
-        runs = []
-        for mode in ("remind_only", "readout"):
+    for i, q in enumerate(questions):
+        costs = {}
+        runs = {}
+        # The second run of a question finds its prompt already in the KV cache: alternate who pays.
+        for mode in ("remind_only", "readout") if i % 2 == 0 else ("readout", "remind_only"):
             config = RunConfig(mode=mode, pause=PauseRule(args.scan_interval), max_tokens=args.max_tokens,
                                sampling=sampling)
-            result = supervise(q.question, s2, s1, [monitor], config)
-            costs.append(_cost(result.end))
-            runs.append(result)
-            branches = sum(isinstance(r, Branch) for r in result.records)
+            result = supervise(scenario_prompt(monitor.name, q.question), s2, s1, [monitor], config)
+            costs[mode] = _cost(result.end)
+            runs[mode] = result
             if mode == "remind_only":
                 bound += max(0, result.end.scans - 1) * monitor.takeover.max_tokens
-        (tok_ro, s2_ro, wall_ro), (tok_rd, s2_rd, wall_rd) = costs
-        if runs[1].thinking != runs[0].thinking:
+        (tok_ro, s2_ro, wall_ro), (tok_rd, s2_rd, wall_rd) = costs["remind_only"], costs["readout"]
+        branches = sum(isinstance(r, Branch) for r in runs["readout"].records)
+        if runs["readout"].end.thinking != runs["remind_only"].end.thinking:
             print(f"  warning: {q.id}: the readout's main line differs from the remind-only run")
-        for i, v in enumerate((tok_ro, tok_rd, s2_ro, s2_rd, wall_ro, wall_rd)):
-            totals[i] += v
+        for j, v in enumerate((tok_ro, tok_rd, s2_ro, s2_rd, wall_ro, wall_rd)):
+            totals[j] += v
         print(f"{q.id[:27]:<28}{branches:>9}{tok_ro:>8}{tok_rd:>8}{s2_ro:>8.1f}{s2_rd:>8.1f}{wall_ro:>9.1f}{wall_rd:>9.1f}")
     tok_ro, tok_rd, s2_ro, s2_rd, wall_ro, wall_rd = totals
     print(f"readout / remind-only: generated tokens {tok_rd / tok_ro:.2f}x, S2 time {s2_rd / s2_ro:.2f}x, "

@@ -71,6 +71,7 @@ def run_readouts(
     monitors: Sequence[Monitor],
     config: RunConfig,
     out_dir: Path,
+    prompt_of: Callable[[Question], str] = lambda q: q.question,
     on_done: Callable[[Question], None] = lambda q: None,
 ) -> list[Path]:
     """One readout trace per question under ``out_dir`` (finished ones are kept, not rerun)."""
@@ -82,7 +83,7 @@ def run_readouts(
         if not _finished(path):
             path.unlink(missing_ok=True)  # a killed run's partial trace
             with TraceWriter(path) as trace:
-                supervise(q.question, s2, s1, monitors, config, trace)
+                supervise(prompt_of(q), s2, s1, monitors, config, trace)
         paths.append(path)
         on_done(q)
     return paths

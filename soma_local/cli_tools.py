@@ -52,6 +52,7 @@ def _jsonable(obj):
 def cmd_calibrate(args) -> int:
     from soma_local.calibrate import CalibrationEntry, calibration_path, choose_threshold, default_objective, save_entry
     from soma_local.calibrate import Objective
+    from soma_local.bench.datasets import scenario_prompt
     from soma_local.calibration_runs import grid_results, load_questions, run_readouts
     from soma_local.metrics import summarize
     from soma_local.models import resolve_gguf
@@ -94,7 +95,8 @@ def cmd_calibrate(args) -> int:
     )
     out = Path(args.out)
     with _progress(len(questions), f"readout {monitor.name}") as bar:
-        paths = run_readouts(questions, s2, s1, [monitor], config, out / "traces", on_done=lambda q: bar.update())
+        paths = run_readouts(questions, s2, s1, [monitor], config, out / "traces",
+                             prompt_of=lambda q: scenario_prompt(monitor.name, q.question), on_done=lambda q: bar.update())
     runs = [(q, ReadoutRun(read_trace(p), str(p))) for q, p in zip(questions, paths)]
     results = grid_results(runs, monitor.name, grid)
     metrics = {h: summarize(items) for h, items in results.items()}

@@ -37,6 +37,17 @@ GPQA_SUFFIX = (
 )
 
 
+def scenario_prompt(scenario: str, question: str) -> str:
+    """The user message for a question of a scenario: what the bench, ``soma calibrate`` and the
+    readout-cost script all send, so h is calibrated on the prompts it is tested with. A scenario
+    other than the paper's two (a custom monitor) sends the question as it is."""
+    if scenario == "unanswerable":
+        return f"{question} {UNANSWERABLE_SUFFIX}"
+    if scenario == "overthinking":
+        return f"{question}\n{MATH_SUFFIX}"
+    return question
+
+
 class Item(BaseModel):
     """One question as the data files have it (common schema of MANIFEST.md)."""
 
@@ -58,11 +69,9 @@ class Benchmark:
     choices: bool = False  # multiple choice, graded by the official letter
 
     def prompt(self, item: Item) -> str:
-        if self.scenario == "unanswerable":
-            return f"{item.question} {UNANSWERABLE_SUFFIX}"
         if self.choices:
             return f"{item.question}\n\n{GPQA_SUFFIX}"
-        return f"{item.question}\n{MATH_SUFFIX}"
+        return scenario_prompt(self.scenario, item.question)
 
 
 BENCHMARKS: dict[str, Benchmark] = {
