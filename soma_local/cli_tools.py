@@ -40,6 +40,14 @@ def _write_json(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n", encoding="utf-8")
 
 
+def _objective(args, monitor: str):
+    from soma_local.calibrate import Objective, default_objective
+
+    if args.objective:
+        return Objective(kind=args.objective, delta=args.delta, fa_weight=args.fa_weight)
+    return default_objective(monitor, args.delta, args.fa_weight)
+
+
 def _jsonable(obj):
     """Through pydantic's JSON encoder, which writes h = inf as "Infinity" (plain json cannot)."""
     import json
@@ -50,8 +58,7 @@ def _jsonable(obj):
 # ---- soma calibrate ----------------------------------------------------------------------------
 
 def cmd_calibrate(args) -> int:
-    from soma_local.calibrate import CalibrationEntry, calibration_path, choose_threshold, default_objective, save_entry
-    from soma_local.calibrate import Objective
+    from soma_local.calibrate import CalibrationEntry, calibration_path, choose_threshold, save_entry
     from soma_local.bench.datasets import scenario_prompt
     from soma_local.calibration_runs import grid_results, load_questions, run_readouts
     from soma_local.metrics import summarize
@@ -75,11 +82,7 @@ def cmd_calibrate(args) -> int:
         if not Path(f).is_file():
             raise DataError(f"{f}: calibration set not found (pass --data FILE or set SOMA_DATA_DIR)")
     questions = [q for f in files for q in sample(load_questions(f), args.limit, args.seed)]
-    objective = (
-        Objective(kind=args.objective, delta=args.delta, fa_weight=args.fa_weight)
-        if args.objective
-        else default_objective(monitor.name, args.delta, args.fa_weight)
-    )
+    objective = _objective(args, monitor.name)
     grid = _grid(args.grid)
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, 0.0, args.seed)
     s2 = LlamaCppS2(resolve_gguf(args.s2_model), n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
@@ -130,9 +133,7 @@ def cmd_calibrate(args) -> int:
 # ---- soma replay -------------------------------------------------------------------------------
 
 def cmd_replay(args) -> int:
-    from soma_local.calibrate import (
-        Objective, calibrated_thresholds, calibration_path, choose_threshold, default_objective, load_calibration,
-    )
+    from soma_local.calibrate import calibrated_thresholds, calibration_path, choose_threshold, load_calibration
     from soma_local.metrics import summarize
     from soma_local.models import resolve_gguf
     from soma_local.monitors import resolve_monitors
@@ -183,8 +184,7 @@ def cmd_replay(args) -> int:
 
     # With --calibrate-share, h is chosen per S2 on a seeded share of the questions and reported on the rest.
     held = calibration_ids({t.id for t in scanned}, args.calibrate_share, args.seed) if args.calibrate_share else set()
-    objective = (Objective(kind=args.objective, delta=args.delta, fa_weight=args.fa_weight) if args.objective
-                 else default_objective(monitor.name, args.delta, args.fa_weight))
+    objective = _objective(args, monitor.name)
     choices, calibration = {}, {}
     for model in sorted({group_key(t)[1] for t in scanned if t.id in held}):
         items = [t for t in scanned if t.id in held and group_key(t)[1] == model]

@@ -85,6 +85,16 @@ def test_corrupt_config_names_the_field(tmp_path):
         ClassifierS1(folder)
 
 
+def test_the_shipped_s1_lists_its_training_questions_and_a_broken_list_is_a_clear_error(classifier, tmp_path):
+    assert len(classifier.trained_questions) == 498
+    assert all(q.startswith(("umwp-", "sum-")) for q in classifier.trained_questions)
+    folder = tmp_path / "badlist"
+    shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
+    (folder / "trained_questions.json").write_text('{"not": "a list"}')
+    with pytest.raises(ModelFileError, match="trained_questions.json: expected a JSON list"):
+        ClassifierS1(folder)
+
+
 def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, classifier, monitors, tmp_path):
     """Our own runs are training material too: the trace written with the classifier S1 reads back."""
     from soma_local.s2.base import SamplingParams

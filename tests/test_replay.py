@@ -8,6 +8,7 @@ from soma_local.replay import (
     RecordedTrace,
     ScannedTrace,
     ScoreCache,
+    calibration_ids,
     cut_offsets,
     pause_points,
     replay_item,
@@ -88,6 +89,14 @@ def test_sampling_is_seeded_and_keeps_file_order():
     items = list(range(50))
     a, b = sample(items, 5, seed=1), sample(items, 5, seed=1)
     assert a == b == sorted(a) and len(a) == 5 and sample(items, None, 1) == items
+
+
+def test_calibration_share_is_a_stable_per_question_draw():
+    ids = [f"q{i}" for i in range(400)]
+    half = calibration_ids(ids, 0.5, seed=0)
+    assert 160 < len(half) < 240 and half == calibration_ids(reversed(ids), 0.5, seed=0)
+    assert calibration_ids(ids[:100], 0.5, seed=0) == {q for q in half if q in ids[:100]}  # subset-stable
+    assert calibration_ids(ids, 0.5, seed=1) != half and calibration_ids(ids, 0.0, seed=0) == set()
 
 
 def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():
