@@ -24,10 +24,10 @@ unanswerable() {
         --method dynasor --dynasor-interval 64
   bench --benchmark umwp --limit "$N_TEST" --method vanilla --method soma --method no_reminder --method deer \
         --method dynasor --method abstention_prompt --dynasor-interval 64
-  # SES: fitted on vanilla runs of answerable calibration questions. SmolLM2 rarely writes a
-  # keyword: more of them, and the conformal rule (parametric needs two).
+  # SES: fitted on vanilla runs of answerable calibration questions; SmolLM2 rarely writes a
+  # keyword, so more of them (under two arrivals: --ses-rule conformal).
   bench --benchmark calib_unans_easy --limit "$N_SES" --method vanilla
-  bench --benchmark umwp --limit "$N_TEST" --method ses --ses-rule conformal
+  bench --benchmark umwp --limit "$N_TEST" --method ses --ses-rule parametric
 }
 overthinking > "$OUT.overthinking.log" 2>&1 &
 unanswerable > "$OUT.unanswerable.log" 2>&1 &

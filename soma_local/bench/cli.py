@@ -61,7 +61,7 @@ def cmd_bench_report(args) -> int:
 def cmd_bench_view(args) -> int:
     from soma_local.bench.viewer import write_viewer
 
-    path = write_viewer(Path(args.results), args.id, Path(args.out) if args.out else None)
+    path = write_viewer(Path(args.results), args.id, Path(args.out) if args.out else None, args.h)
     print(path)
     return 0
 
@@ -113,4 +113,6 @@ def register(sub) -> None:
     view.add_argument("results", help="a result file (.jsonl)")
     view.add_argument("id", help="question id")
     view.add_argument("--out", help="HTML path (default: next to the result file)")
+    view.add_argument("--h", type=float, help="for a soma/no_reminder readout line: show the takeover at this h "
+                      "(the report's calibrated h), read off the recorded branches")
     view.set_defaults(func=cmd_bench_view)

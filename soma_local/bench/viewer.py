@@ -14,6 +14,9 @@ from pathlib import Path
 
 from soma_local.bench.results import ResultLine, read_results
 from soma_local.errors import DataError
+from soma_local.readout import ReadoutRun
+from soma_local.supervise import READOUT_MODES
+from soma_local.trace import parse_record
 
 _REMINDER = re.compile(r"<reminder>(.*?)</reminder>", re.S)
 
@@ -81,12 +84,13 @@ def render(line: ResultLine, h: float | None = None) -> str:
     output = o.extras.get("output") or f"{o.thinking}</think>{o.answer}"
     takeover = next((r for r in records if r["type"] == "takeover"), None)
     start = next((r for r in records if r["type"] == "run_start"), None)
-    if h is None and start and monitor:
-        h = start["thresholds"].get(monitor)
-    branch = None
-    if takeover is None and monitor and h is not None and math.isfinite(h):
-        score_of = {s["index"]: s["monitors"][monitor]["score"] for s in scans}
-        branch = next((b for b in records if b["type"] == "branch" and score_of[b["scan_index"]] >= h), None)
+    if h is None and start and monitor and start["thresholds"].get(monitor) is not None:
+        h = float(start["thresholds"][monitor])  # JSON writes h = inf as "Infinity"
+    read = None
+    readout = start is not None and start["settings"].get("mode") in READOUT_MODES
+    if readout and monitor and h is not None and math.isfinite(h):
+        read = ReadoutRun((parse_record(r) for r in records), f"{line.method}/{line.id}").read_off({monitor: h})
+        read = read if read.takeover else None
     thinking_html = _marked(output)
     if takeover is not None:
         text = html.escape(takeover["text"])
@@ -105,10 +109,10 @@ def render(line: ResultLine, h: float | None = None) -> str:
     if scans:
         parts += [f"<h2>Scans ({html.escape(monitor or '')})</h2>", _plot(scans, monitor, h)]
     parts += [f"<h2>Reasoning and answer as S2 saw them</h2><pre class='reasoning' id='reasoning'>{thinking_html}</pre>"]
-    if branch is not None:
+    if read is not None:
         parts += [
-            f"<h2>Takeover at h={h:g} (read off at scan {branch['scan_index'] + 1}, {branch['thinking_tokens']} thinking tokens)</h2>",
-            f"<pre class='reasoning'><mark class='takeover'>{html.escape(branch['text'])}</mark></pre>",
+            f"<h2>Takeover at h={h:g} (read off at scan {read.scan_index + 1}, {read.thinking_tokens} thinking tokens)</h2>",
+            f"<pre class='reasoning'><mark class='takeover'>{html.escape(read.answer)}</mark></pre>",
         ]
     parts.append("</body></html>")
     return "\n".join(parts)
