@@ -211,7 +211,7 @@ def cmd_replay(args) -> int:
         vanilla = summarize([t.vanilla for t in items])
         label = f"{dataset} / {model}"
         series[label], vanilla_of[label] = per_h, vanilla
-        groups[label] = {"h": h, "h_source": source, "vanilla": _jsonable(vanilla),
+        groups[label] = {"h": h_label(h), "h_source": source, "vanilla": _jsonable(vanilla),
                          "grid": {h_label(x): _jsonable(m) for x, m in per_h.items()}}
         print(f"\n== {label}: {len(items)} traces, S1 {s1.name}, no-reminder controller, h={h_label(h)} ({source})")
         print(table([("vanilla", vanilla), (f"SOMA h={h_label(h)}", per_h[h])], baseline=vanilla))

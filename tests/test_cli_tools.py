@@ -47,3 +47,29 @@ def test_replay_scans_recorded_traces_with_a_cached_s1(tmp_path):
     assert len(cache.read_text().splitlines()) == len(trace["probs"])
     assert main(args) == 0  # every score now comes from the cache
     assert len(cache.read_text().splitlines()) == len(trace["probs"])
+
+
+def test_replay_calibrates_on_one_share_and_reports_the_other(tmp_path):
+    """A share of the questions picks h per S2; the rest are reported at it. The calibration half's
+    thinking is calm (no takeover at any h) and vanilla already abstains where it should, so nothing
+    beats h = inf, which must then be written as such."""
+    def row(qid, answerable, thinking, answer):
+        return {"dataset": "umwp", "model": "Org/M-8B", "question_id": qid, "answerable": answerable,
+                "prompt": "Tom has 5 apples. How many apples does he have? Let's think step by step and output the "
+                          "final answer within \\boxed{}.", "ground_truth": "5" if answerable else "I don't know.",
+                "output": f"<think>\n{thinking * 30}</think>\n\\boxed{{{answer}}}"}
+
+    traces = tmp_path / "t.jsonl"
+    traces.write_text("\n".join(json.dumps(r) for r in [
+        row("umwp-1", False, "Tom has some apples, but the count is not given.\n", "I don't know."),
+        row("umwp-5", True, "Tom has 5 apples, so the answer is 5.\n", "5"),  # umwp-5 and umwp-6 draw into
+        row("umwp-6", False, "Tom has 5 apples, so the answer is 5.\n", "I don't know."),  # the calibration half
+    ]) + "\n")
+    args = ["replay", "--traces", str(traces), "--threads", "2", "--scan-interval", "128", "--out",
+            str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--grid", "1,3", "--calibrate-share", "0.5"]
+    assert main(args) == 0
+    results = json.loads((tmp_path / "out" / "replay_results.json").read_text())
+    assert results["calibration_ids"] == ["umwp-5", "umwp-6"] and results["calibration"]["M-8B"]["n"] == 2
+    group = results["groups"]["umwp / M-8B"]
+    assert group["h"] == "inf" and group["h_source"] == "calibrated on 2 other traces"
+    assert group["vanilla"]["n"] == 1  # only the reported half
