@@ -51,6 +51,25 @@ def test_table2_layout_weights_and_token_change(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_question_weighted_averages_weight_each_rate_by_its_own_questions(tmp_path):
+    """Accuracy averages over answerable questions, abstention over unanswerable ones."""
+    import csv
+
+    items = {"sum": [("s1", True, "\\boxed{18}"), ("s2", True, "\\boxed{3}")],
+             "umwp": [("u1", True, "\\boxed{18}"), ("u2", False, "\\boxed{I don't know.}"),
+                      ("u3", False, "\\boxed{I don't know.}")]}
+    for bench, rows in items.items():
+        f = ResultFile(tmp_path / "tiny" / bench / "vanilla.jsonl", {})
+        for id, answerable, answer in rows:
+            f.append(_line("vanilla", id, answer, 10, benchmark=bench).model_copy(
+                update={"scenario": "unanswerable", "answerable": answerable, "gold": "18" if answerable else None}))
+        f.close()
+    _, csv_path, _ = write_reports(tmp_path, tmp_path / "out")
+    avg = {r["metric"]: float(r["value"]) for r in csv.DictReader(csv_path.open()) if r["benchmark"] == "avg_questions"}
+    assert avg["accuracy"] == pytest.approx(2 / 3)  # 2 of 3 answerable questions (not 0.8 by benchmark size)
+    assert avg["abstention"] == 1.0 and avg["false_abstention"] == 0.0
+
+
 def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_path):
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:

@@ -126,9 +126,14 @@ def scenario_report(model: str, scenario: str, by_bench: dict, delta: float):
     label = {"accuracy": "Acc", "tokens": "Tok", "abstention": "Abs", "false_abstention": "FA"}
     csv_rows, plot = [], {}
 
-    def cells(name: str, summaries: list[Metrics], base: list[Metrics] | None, weights):
+    # A question-weighted average weights each rate by the questions it is a rate over.
+    group = {"accuracy": "n_answerable", "false_abstention": "n_answerable", "abstention": "n_unanswerable",
+             "tokens": "n"}
+
+    def cells(name: str, summaries: list[Metrics], base: list[Metrics] | None, by_questions: bool):
         out = []
         for metric in metrics:
+            weights = [getattr(s, group[metric]) if by_questions else 1 for s in summaries]
             vals = [getattr(s, metric) for s in summaries]
             ws = [w for w, v in zip(weights, vals) if v is not None]
             vs = [v for v in vals if v is not None]
@@ -162,15 +167,15 @@ def scenario_report(model: str, scenario: str, by_bench: dict, delta: float):
             if s is None:
                 line += ["-"] * len(metrics)
                 continue
-            for metric, value, text in cells(name, [s], [vb] if vb else None, [1]):
+            for metric, value, text in cells(name, [s], [vb] if vb else None, by_questions=True):
                 line.append(text)
                 csv_rows.append([model, scenario, name, b, metric, value, s.n])
         present = [(s, vb) for s, vb in zip(sums, base) if s is not None]
         have_base = all(vb is not None for _, vb in present)
         q_weighted = cells(name, [s for s, _ in present], [vb for _, vb in present] if have_base else None,
-                           [s.n for s, _ in present])
+                           by_questions=True)
         b_weighted = cells(name, [s for s, _ in present], [vb for _, vb in present] if have_base else None,
-                           [1] * len(present))
+                           by_questions=False)
         line += [t for _, _, t in q_weighted] + [t for _, _, t in b_weighted]
         for (metric, value, _), (_, bvalue, _) in zip(q_weighted, b_weighted):
             csv_rows.append([model, scenario, name, "avg_questions", metric, value, sum(s.n for s, _ in present)])
