@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The small real CPU run in benchmarks/results/cpu: the embedded SmolLM2-135M S2 and the shipped
-# classifier S1, every method. Two processes, one per scenario, one thread each; every step is
-# resumable, so rerunning this script continues a killed run. Short limits so it fits 2 CPU cores:
-# --max-tokens 512 --scan-interval 128 (the paper: 32,768 and 256).
+# The small real CPU run in benchmarks/results/cpu: an embedded S2 (default SmolLM2-135M; S2=qwen2.5-0.5b
+# for the opt-in Qwen2.5-Coder-0.5B) and the shipped classifier S1, every method. Two processes, one
+# per scenario, one thread each; every step is resumable, so rerunning this script continues a killed
+# run. Short limits so it fits 2 CPU cores: --max-tokens 512 --scan-interval 128 (paper: 32,768, 256).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-benchmarks/results/cpu}
+S2=${S2:-smollm2-135m}
 N_TEST=${N_TEST:-30}
 N_CAL=${N_CAL:-10}
 N_SES=${N_SES:-40}
-COMMON=(--out "$OUT" --s1 classifier --threads 1 --n-ctx 4096 --max-tokens 512 --scan-interval 128)
+COMMON=(--out "$OUT" --s2-model "$S2" --s1 classifier --threads 1 --n-ctx 4096 --max-tokens 512 --scan-interval 128)
 bench() { $PY -m soma_local.cli bench run "${COMMON[@]}" "$@"; }
 
 overthinking() {
@@ -29,7 +30,7 @@ unanswerable() {
   bench --benchmark calib_unans_easy --limit "$N_SES" --method vanilla
   bench --benchmark umwp --limit "$N_TEST" --method ses --ses-rule parametric
 }
-overthinking > "$OUT.overthinking.log" 2>&1 &
-unanswerable > "$OUT.unanswerable.log" 2>&1 &
+overthinking > "$OUT.$S2.overthinking.log" 2>&1 &
+unanswerable > "$OUT.$S2.unanswerable.log" 2>&1 &
 wait
 $PY -m soma_local.cli bench report "$OUT"

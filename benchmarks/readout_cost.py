@@ -3,10 +3,10 @@
 For each question: one remind-only run and one readout run (same seed, same S1), on the default S2
 unless told otherwise. The readout's main line is the remind-only run token for token; its extra cost
 is the takeover continuations produced on branches. S1 answers both runs through one score cache, so
-the same state gets the same p in both (S1 cost is the same for both and is left out of the times, as
-the prompt's prefill is paid only by whichever run comes first, so the order alternates per
-question). Prints per question and in total: S2 generated tokens (a branch's takeover text is fed,
-not generated, so it shows in time only), S2 time, wall time, branch count, and the ratios. Calibrating a grid of G
+the same state gets the same p in both; S1's time is the same for both and is left out. Each run
+decodes its prompt afresh, so neither is favoured by the order. Prints per question and in total: S2
+generated tokens (a branch's takeover text is fed, not generated, so it shows in time only), S2 time,
+wall time, branch count, and the ratios. Calibrating a grid of G
 thresholds by real runs would cost about G remind-only runs; the readout costs the ratio printed.
 How many branches there are depends on the S1, so the script also prints the bound for an S1 that
 makes every pause after the first a branch point (each branch at most the takeover's token budget).
@@ -66,11 +66,10 @@ def main() -> int:
     print(f"{'question':<28}{'branches':>9}{'tok RO':>8}{'tok RD':>8}{'S2s RO':>8}{'S2s RD':>8}{'wall RO':>9}{'wall RD':>9}  (wall: S1 excluded)")
     totals = [0.0] * 6
     bound = 0
-    for i, q in enumerate(questions):
+    for q in questions:
         costs = {}
         runs = {}
-        # The second run of a question finds its prompt already in the KV cache: alternate who pays.
-        for mode in ("remind_only", "readout") if i % 2 == 0 else ("readout", "remind_only"):
+        for mode in ("remind_only", "readout"):
             config = RunConfig(mode=mode, pause=PauseRule(args.scan_interval), max_tokens=args.max_tokens,
                                sampling=sampling)
             result = supervise(scenario_prompt(monitor.name, q.question), s2, s1, [monitor], config)

@@ -92,6 +92,20 @@ def test_same_seed_same_tokens_and_seed_matters(s2):
     assert a == b and a != c
 
 
+def test_a_prompt_gets_the_same_logits_whatever_ran_before(s2):
+    """A run must not depend on the previous one: a bench process runs many methods and questions
+    in turn, and a resumed run starts from a different history."""
+    shared = "Tom has 3 apples and buys some more apples at the market, paying 2 dollars for each."
+    prompt = s2.tokenize(shared + " How many apples does he have now?")
+    s2.load_prompt(s2.tokenize("Something else entirely."))
+    s2.load_prompt(prompt)
+    fresh_logits = s2.next_logits().copy()
+    s2.load_prompt(s2.tokenize(shared))  # the shared prefix, decoded in other batches than above
+    s2.generate(20)
+    s2.load_prompt(prompt)
+    assert (s2.next_logits() == fresh_logits).all()  # bit for bit
+
+
 def test_stop_text_split_across_tokens_is_found(s2):
     s2.set_sampling(SamplingParams(temperature=0))
     s2.load_prompt(prompt_ids(s2))

@@ -36,8 +36,15 @@ class ResultLine(BaseModel):
     outcome: Outcome
 
 
-def result_path(out: Path, model: str, benchmark: str, method: str) -> Path:
-    return out / Path(model).stem / benchmark / f"{method}.jsonl"
+def model_label(s2_model: str) -> str:
+    """How results name an S2: a GGUF file by its stem, an embedded model by its name (whose dots,
+    as in qwen2.5-0.5b, are not a file suffix)."""
+    path = Path(s2_model)
+    return path.stem if path.suffix.lower() == ".gguf" else path.name
+
+
+def result_path(out: Path, s2_model: str, benchmark: str, method: str) -> Path:
+    return out / model_label(s2_model) / benchmark / f"{method}.jsonl"
 
 
 def read_results(path: Path) -> Iterator[ResultLine]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from soma_local.bench.datasets import Benchmark, Item, get_benchmark, load_items, sample
 from soma_local.bench.methods import make_method
 from soma_local.bench.methods.base import Engine, Method
-from soma_local.bench.results import ResultFile, ResultLine, result_path
+from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
 from soma_local.errors import DataError
 from soma_local.s1.factory import DEFAULT_S1
 
@@ -149,7 +149,7 @@ def run_bench(
                 benchmark=task.bench.name,
                 scenario=task.bench.scenario,
                 method=task.method,
-                model=Path(spec.s2_model).stem,
+                model=model_label(spec.s2_model),
                 prompt=task.bench.prompt(task.item),
                 gold=task.item.answer,
                 answerable=task.item.answerable,

@@ -150,26 +150,18 @@ class LlamaCppS2(S2Backend):
         self._decode([last])
 
     def load_prompt(self, ids: list[int]) -> float:
+        """Start a run: the prompt is always decoded from an empty context, in the same two steps.
+
+        Reusing a shared prefix of the previous run would make the prompt's logits depend on that
+        run: a batched decode and a shorter or single-token one differ in the last bits, which is
+        enough to flip a sampled token. Then a question's output would depend on which method or
+        question ran before it in the process (or on where a killed bench run resumed). The prompt
+        is a few hundred tokens, so decoding it afresh costs little next to the run itself."""
         t0 = time.perf_counter()
-        if ids == self._ids:
-            # The logits already belong to the last token; re-decoding it alone would change them
-            # slightly (batched and single-token decodes differ numerically) for no reason.
-            self._tail = b""
-            return 0.0
-        keep = 0
-        for a, b in zip(self._ids, ids):
-            if a != b:
-                break
-            keep += 1
-        keep = min(keep, len(ids) - 1)  # at least one token is decoded, for fresh logits
-        self._lib.llama_memory_seq_rm(self._mem, -1, keep, -1)
-        del self._ids[keep:]
-        # The last prompt token is always decoded on its own. A batched decode and a single-token one
-        # differ in the last bits of the logits, so without this a fresh load (one batch) and a reused
-        # prefix (one token) could sample differently under the same seed, and two runs of one
-        # question in a process (a readout against a real run) would diverge.
-        self._decode(ids[keep:-1])
-        self._decode(ids[-1:])
+        self._lib.llama_memory_seq_rm(self._mem, -1, 0, -1)
+        self._ids.clear()
+        self._decode(ids[:-1])
+        self._decode(ids[-1:])  # the last token on its own, as after any rollback
         self._tail = b""
         return time.perf_counter() - t0
 
