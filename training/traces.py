@@ -6,21 +6,18 @@ Both become one record type so the state cutter and the labellers never care whe
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Iterator
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from soma_local.errors import DataError
-from soma_local.replay import RecordedTrace
+from soma_local.replay import load_traces as load_recorded
 from soma_local.trace import RunEnd, RunStart, read_trace
 from training.labels import final_boxed
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
-# The released stage-1 prompts are ``question + " " + fixed instructions`` (traces/PROMPT_NOTE.md).
-_PROMPT_SUFFIX = re.compile(r"\s*Let's think step by step and output the final answer within \\boxed\{\}\..*$", re.S)
 
 
 class Trace(BaseModel):
@@ -65,25 +62,20 @@ def thinking_offset(output: str) -> int:
 
 
 def read_shared_traces(path: Path) -> Iterator[Trace]:
-    """Rows of ``datasets/traces/*.jsonl`` (format in traces/PROMPT_NOTE.md)."""
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            try:
-                row = RecordedTrace.model_validate_json(line)
-            except ValidationError as exc:
-                raise DataError(f"{path}:{line_no}: not a trace row: {exc.errors()[0]['msg']}") from None
-            thinking, tail, closed = split_output(row.output)
-            yield Trace(
-                trace_id=f"{path.stem}:{row.question_id}",
-                question_id=row.question_id,
-                question=_PROMPT_SUFFIX.sub("", row.prompt).strip(),
-                thinking=thinking,
-                answer_text=tail,
-                closed=closed,
-                answerable=row.answerable,
-                ground_truth=row.ground_truth if row.answerable else None,
-                model=row.model,
-            )
+    """Rows of ``datasets/traces/*.jsonl`` (format in traces/PROMPT_NOTE.md), parsed by replay's reader."""
+    for row in load_recorded(path):
+        thinking, tail, closed = split_output(row.output)
+        yield Trace(
+            trace_id=f"{path.stem}:{row.question_id}",
+            question_id=row.question_id,
+            question=row.question,
+            thinking=thinking,
+            answer_text=tail,
+            closed=closed,
+            answerable=row.answerable,
+            ground_truth=row.ground_truth if row.answerable else None,
+            model=row.model,
+        )
 
 
 def read_engine_trace(path: Path) -> Trace:
