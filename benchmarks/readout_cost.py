@@ -17,7 +17,6 @@ makes every pause after the first a branch point (each branch at most the takeov
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from soma_local.bench.datasets import scenario_prompt  # noqa: E402
 from soma_local.calibration_runs import load_questions  # noqa: E402
 from soma_local.models import resolve_gguf  # noqa: E402
+from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.monitors import resolve_monitors  # noqa: E402
 from soma_local.replay import CachedS1, ScoreCache, sample  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
@@ -56,9 +56,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int)
     args = ap.parse_args()
 
-    data_dir = Path(os.environ.get("SOMA_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
     (monitor,) = resolve_monitors([args.monitor])
-    questions = sample(load_questions(args.data or data_dir / monitor.name / "calib_easy.jsonl"), args.limit, args.seed)
+    questions = sample(load_questions(args.data or data_dir() / monitor.name / "calib_easy.jsonl"), args.limit, args.seed)
     sampling = SamplingParams(seed=args.seed)
     s2 = LlamaCppS2(resolve_gguf(args.s2_model), n_ctx=4096, n_threads=args.threads, sampling=sampling)
     s1 = CachedS1(load_s1(args.s1, n_threads=args.threads), ScoreCache(tempfile.mkdtemp(), "bench"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
@@ -28,7 +28,7 @@ from training.examples import read_labelled  # noqa: E402
 
 
 def main() -> int:
-    data = Path(os.environ.get("SOMA_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    data = data_dir()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--s1", default=None, help="S1 spec (default: the shipped classifier)")
     ap.add_argument("--labels", type=Path, default=data / "s1_labels" / "gold_dev.jsonl")

@@ -10,7 +10,6 @@ input limit from a real trace) and the ratio of that time to the time the defaul
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from soma_local.models import resolve_gguf  # noqa: E402
+from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
@@ -61,7 +61,7 @@ def s2_seconds_per_token(threads: int | None, question: str, runs: int = 3) -> t
 
 
 def main() -> int:
-    data = Path(os.environ.get("SOMA_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    data = data_dir()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--s1", default=None, help="S1 spec (default: the shipped classifier)")
     ap.add_argument("--repeats", type=int, default=30)

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
+from soma_local.data_dir import data_dir
 from soma_local.errors import DataError, SomaError
 
 DEFAULT_GRID = "0.25,0.5,1,1.5,2,3,4,6,8"
-
-
-def _data_dir() -> Path:
-    return Path(os.environ.get("SOMA_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "datasets")
 
 
 def _grid(text: str) -> list[float]:
@@ -76,7 +72,7 @@ def cmd_calibrate(args) -> int:
 
     (monitor,) = resolve_monitors([args.monitor])
     files = args.data or [
-        _data_dir() / monitor.name / name for name in ("calib_easy.jsonl", "calib_hard.jsonl")
+        data_dir() / monitor.name / name for name in ("calib_easy.jsonl", "calib_hard.jsonl")
     ]
     for f in files:
         if not Path(f).is_file():
@@ -151,9 +147,9 @@ def cmd_replay(args) -> int:
     (monitor,) = resolve_monitors([args.monitor])
     if not 0 <= args.calibrate_share < 1:
         raise SomaError(f"--calibrate-share must be in [0, 1), got {args.calibrate_share}")
-    files = args.traces or ([] if args.engine_traces else sorted((_data_dir() / "traces").glob("*.jsonl")))
+    files = args.traces or ([] if args.engine_traces else sorted((data_dir() / "traces").glob("*.jsonl")))
     if not files and not args.engine_traces:
-        raise DataError(f"no trace files under {_data_dir() / 'traces'} (pass --traces FILE or set SOMA_DATA_DIR)")
+        raise DataError(f"no trace files under {data_dir() / 'traces'} (pass --traces FILE or set SOMA_DATA_DIR)")
     traces = [t for f in files for t in sample(load_traces(f), args.limit, args.seed)]
     if args.engine_traces:
         questions = {q.question.strip(): q for f in args.questions or [] for q in load_questions(f)}

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
 import pytest
 
+from soma_local.data_dir import data_dir as soma_data_dir
 from soma_local.s1.base import S1
 
 
@@ -74,7 +74,7 @@ def s2(smollm_path):
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    path = Path(os.environ.get("SOMA_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    path = soma_data_dir()
     if not path.is_dir():
         pytest.skip(f"no data directory at {path} (set SOMA_DATA_DIR)")
     return path

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from soma_local.data_dir import data_dir
 from soma_local.errors import SomaError
 from soma_local.models import resolve_gguf
 from soma_local.monitors import Monitor, resolve_monitors
@@ -39,10 +39,6 @@ from training.traces import load_traces
 
 RUNS_DIR = Path(__file__).resolve().parent / "runs"
 CHUNK = 32
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("SOMA_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 
 
 def build_examples(args, monitors: Sequence[Monitor], exclude: set[str]) -> list[Example]:

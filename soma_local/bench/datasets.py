@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from soma_local.data_dir import data_dir
 from soma_local.errors import DataError
 
 Scenario = Literal["overthinking", "unanswerable"]
@@ -97,10 +98,6 @@ def get_benchmark(name: str) -> Benchmark:
         return BENCHMARKS[name]
     except KeyError:
         raise DataError(f"unknown benchmark '{name}' (known: {', '.join(BENCHMARKS)})") from None
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("SOMA_DATA_DIR", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
 
 
 def _file(bench: Benchmark, root: Path) -> Path:
