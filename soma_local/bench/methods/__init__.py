@@ -14,7 +14,7 @@ SES_CALIBRATION = ("calib_unans_easy", "calib_unans_hard")
 
 
 def make_method(name: str, params: dict, *, out: Path, model: str) -> Method:
-    from soma_local.bench.methods import budget, deer, dynasor, soma, ses, vanilla
+    from soma_local.bench.methods import budget, deer, dynasor, soma, vanilla
 
     if name == "vanilla":
         return vanilla.Vanilla()
