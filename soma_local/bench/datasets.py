@@ -7,7 +7,6 @@ published in plain text): a user passes their own copy with ``SOMA_GPQA_FILE``.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from itertools import zip_longest
@@ -15,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
+from soma_local.calibration_runs import Question, load_questions
 from soma_local.data_dir import data_dir
 from soma_local.errors import DataError
 
@@ -49,18 +47,6 @@ def scenario_prompt(scenario: str, question: str) -> str:
     return question
 
 
-class Item(BaseModel):
-    """One question as the data files have it (common schema of MANIFEST.md)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    question: str
-    answer: str | None
-    answerable: bool
-    source: str
-
-
 @dataclass(frozen=True)
 class Benchmark:
     name: str
@@ -69,7 +55,7 @@ class Benchmark:
     calibration: bool = False
     choices: bool = False  # multiple choice, graded by the official letter
 
-    def prompt(self, item: Item) -> str:
+    def prompt(self, item: Question) -> str:
         if self.choices:
             return f"{item.question}\n\n{GPQA_SUFFIX}"
         return scenario_prompt(self.scenario, item.question)
@@ -112,29 +98,20 @@ def _file(bench: Benchmark, root: Path) -> Path:
     return root / bench.path
 
 
-def load_items(bench: Benchmark, root: Path | None = None) -> list[Item]:
+def load_items(bench: Benchmark, root: Path | None = None) -> list[Question]:
+    """A benchmark's questions (``calibration_runs.load_questions``), labelled with the benchmark
+    where the file names no source, with ids checked unique (result files are keyed by them)."""
     path = _file(bench, root or data_dir())
     if not path.is_file():
         raise DataError(f"{path}: data file for benchmark '{bench.name}' not found (set SOMA_DATA_DIR)")
-    items = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                row.setdefault("answerable", True)
-                row.setdefault("source", bench.name)
-                items.append(Item.model_validate(row))
-            except (json.JSONDecodeError, ValidationError) as exc:
-                raise DataError(f"{path}:{lineno}: not a benchmark item: {exc}") from None
+    items = [q if q.source else q.model_copy(update={"source": bench.name}) for q in load_questions(path)]
     ids = [i.id for i in items]
     if len(set(ids)) != len(ids):
         raise DataError(f"{path}: item ids are not unique")
     return items
 
 
-def sample(items: list[Item], limit: int | None, seed: int = 0) -> list[Item]:
+def sample(items: list[Question], limit: int | None, seed: int = 0) -> list[Question]:
     """A seeded subset of ``limit`` items, in file order within each label. Sets with both answerable and unanswerable
     items are sampled per label, half each, so a small run still measures Abs and FA. Samples nest:
     the items of a smaller limit are among those of a larger one (a run can be grown and resumed)."""

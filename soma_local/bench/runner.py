@@ -15,7 +15,8 @@ from typing import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from soma_local.bench.datasets import Benchmark, Item, get_benchmark, load_items, sample
+from soma_local.bench.datasets import Benchmark, get_benchmark, load_items, sample
+from soma_local.calibration_runs import Question
 from soma_local.bench.methods import make_method
 from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
@@ -83,7 +84,7 @@ class EngineSpec(BaseModel):
 @dataclass(frozen=True)
 class Task:
     bench: Benchmark
-    item: Item
+    item: Question
     method: str
 
 
