@@ -120,3 +120,21 @@ def test_stop_text_split_across_tokens_is_found(s2):
     assert chunk.stop == "stop_text"
     assert chunk.ids == ref.ids[: 23] or stop in b"".join(pieces[: len(chunk.ids)])
     assert stop not in b"".join(pieces[: len(chunk.ids) - 1])
+
+
+def test_extra_buffer_types_follow_the_override_and_the_cpu(monkeypatch):
+    from soma_local.s2.llama_cpp import extra_buffer_types_allowed
+
+    monkeypatch.setenv("SOMA_LLAMA_EXTRA_BUFTS", "1")
+    assert extra_buffer_types_allowed()
+    monkeypatch.setenv("SOMA_LLAMA_EXTRA_BUFTS", "0")
+    assert not extra_buffer_types_allowed()
+    monkeypatch.delenv("SOMA_LLAMA_EXTRA_BUFTS")
+    amx = " amx_tile" in open("/proc/cpuinfo").read()
+    assert extra_buffer_types_allowed() is not amx
+
+
+def test_a_long_prompt_decodes_in_batches(s2):
+    """A prompt longer than one ubatch runs the batched matmuls (where AMX kernels die on some VMs)."""
+    s2.load_prompt(s2.tokenize("Hello world, this is a long prompt. " * 60))
+    assert s2.generate(8).ids

@@ -24,6 +24,45 @@ from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams
 _CONTEXT_MARGIN = 16
 
 
+def extra_buffer_types_allowed() -> bool:
+    """Whether llama.cpp may use its extra CPU buffer types (AMX matmul, repacked weights).
+
+    On virtual machines whose CPU advertises AMX but whose hypervisor does not save the tile state, a
+    native build's AMX kernels die with SIGILL on the first batched matmul (seen on this project's CI
+    machines: a prompt of a few hundred tokens kills the process). Where the CPU advertises AMX they
+    are off unless SOMA_LLAMA_EXTRA_BUFTS=1 says the machine runs them (bare-metal Sapphire Rapids and
+    later); elsewhere they stay on, since the repacked kernels speed up Q4_0/Q4_K prompts on AVX2.
+    """
+    choice = os.environ.get("SOMA_LLAMA_EXTRA_BUFTS")
+    if choice is not None:
+        return choice.strip() not in ("", "0", "false", "no")
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return " amx_tile" not in flags
+
+
+@contextmanager
+def _model_params(use_extra_bufts: bool) -> Iterator[None]:
+    """llama-cpp-python's ``Llama`` takes no ``use_extra_bufts`` argument; it starts from
+    ``llama_model_default_params()``, so that is where the choice goes, for the one load inside."""
+    import llama_cpp.llama_cpp as raw
+
+    default = raw.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = use_extra_bufts
+        return p
+
+    raw.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        raw.llama_model_default_params = default
+
+
 class LlamaCppS2(S2Backend):
     def __init__(
         self,
@@ -45,17 +84,18 @@ class LlamaCppS2(S2Backend):
         self._lib = llama_cpp
         threads = n_threads or max(1, (os.cpu_count() or 2))
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_batch=n_batch,
-                n_gpu_layers=n_gpu_layers,
-                n_threads=threads,
-                n_threads_batch=threads,
-                flash_attn=flash_attn,
-                logits_all=False,
-                verbose=False,
-            )
+            with _model_params(extra_buffer_types_allowed()):
+                self.llm = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_batch=n_batch,
+                    n_gpu_layers=n_gpu_layers,
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    flash_attn=flash_attn,
+                    logits_all=False,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"{path}: llama.cpp could not load it as a GGUF model: {exc}") from None
         self.name = path.name
