@@ -7,7 +7,7 @@ import argparse
 import math
 from pathlib import Path
 
-from soma_local.data_dir import data_dir
+from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import DataError, SomaError
 
 DEFAULT_GRID = "0.25,0.5,1,1.5,2,3,4,6,8"
@@ -103,7 +103,7 @@ def cmd_calibrate(args) -> int:
     results_path = out / "calibration_results.json"
     _write_json(results_path, {
         "s1": s1.name, "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
-        "datasets": [str(f) for f in files], "limit": args.limit, "seed": args.seed,
+        "datasets": [shareable_path(f) for f in files], "limit": args.limit, "seed": args.seed,
         "scan_interval": args.scan_interval, "max_tokens": args.max_tokens,
         "choice": _jsonable(choice),
         "items": {h_label(h): [_jsonable(i) for i in items] for h, items in results.items()},
@@ -220,7 +220,7 @@ def cmd_replay(args) -> int:
         "s1": s1.name, "monitor": monitor.name, "controller": "no_reminder",
         "tokenizer": str(resolve_gguf(args.tokenizer).name), "scan_interval": args.scan_interval,
         "takeover_answer_tokens": args.takeover_answer_tokens, "limit": args.limit, "seed": args.seed,
-        "files": [str(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,
+        "files": [shareable_path(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,
         "calibration_ids": sorted(held), "groups": groups, "traces": [_jsonable(t) for t in scanned],
     })
     plot = pareto_plot(series, vanilla_of, monitor.name, out / "pareto.png", f"replay: {monitor.name}, S1 {s1.name}")
