@@ -62,7 +62,7 @@ def cmd_calibrate(args) -> int:
     from soma_local.monitors import resolve_monitors
     from soma_local.readout import ReadoutRun
     from soma_local.replay import sample
-    from soma_local.report import h_label, pareto_plot, table
+    from soma_local.report import TABLE_KEY, h_label, pareto_plot, table
     from soma_local.s1.factory import load_s1
     from soma_local.s2.base import SamplingParams
     from soma_local.s2.llama_cpp import LlamaCppS2
@@ -113,6 +113,7 @@ def cmd_calibrate(args) -> int:
                        f"readout calibration: {monitor.name}, {args.variant}", chosen={series: choice.threshold})
     print(table([(f"h={h_label(h)}" + (" *" if h == choice.threshold else ""), m) for h, m in metrics.items()],
                 baseline=metrics[math.inf]))
+    print(TABLE_KEY)
     entry = CalibrationEntry(
         s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, threshold=choice.threshold,
         objective=objective, scan_interval=args.scan_interval, datasets=[Path(f).name for f in files],
@@ -140,7 +141,7 @@ def cmd_replay(args) -> int:
         replay_item, sample, scan,
     )
     from soma_local.trace import read_trace
-    from soma_local.report import PAPER_UNANSWERABLE, h_label, replay_plot, table
+    from soma_local.report import PAPER_UNANSWERABLE, TABLE_KEY, h_label, replay_plot, table
     from soma_local.s1.factory import load_s1
     from soma_local.s2.session import PauseRule
     from soma_local.scoring import is_abstention
@@ -225,7 +226,7 @@ def cmd_replay(args) -> int:
     }
     _write_json(out / "replay_results.json", payload)
     plot = replay_plot(payload, out / "pareto.png")
-    print(f"\nresults {out / 'replay_results.json'}, plot {plot}")
+    print(f"\n{TABLE_KEY}\nresults {out / 'replay_results.json'}, plot {plot}")
     return 0
 
 

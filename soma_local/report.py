@@ -21,6 +21,15 @@ PAPER_UNANSWERABLE = {
 }
 
 
+# Printed once under the tables (``table``) of a replay or calibration run.
+TABLE_KEY = """\
+columns: n questions; Acc% accuracy on the answerable ones; Abs% abstention, the share of unanswerable
+questions answered "I don't know" (higher is better); FA% false abstention, the share of answerable
+questions abstained on (lower is better); TO% share of questions S1 took over; Tok mean S2 tokens
+generated per question; dTok% change of Tok against the baseline: vanilla, or h=inf (no takeover) in a
+calibration grid; "-": no such questions in the set"""
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 

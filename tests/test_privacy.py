@@ -117,7 +117,7 @@ def test_supervised_run_with_local_s1_opens_no_network_connection(tmp_path, monk
     trace = tmp_path / "run.jsonl"
     argv = [
         "run", "Tom has 3 apples and buys 4 more. How many apples does he have now?",
-        "--s1", "classifier", "--max-tokens", "300", "--scan-interval", "64", "--line-break-slack", "32",
+        "--s1", "classifier", "--max-tokens", "200", "--scan-interval", "48", "--line-break-slack", "16",
         "--threads", "1", "--seed", "0", "--trace", str(trace), "--calibration", str(tmp_path / "none.json"),
     ]
     with no_inet() as attempts:  # model loading included
