@@ -114,11 +114,13 @@ def test_guard_leaves_unix_sockets_alone(tmp_path):
 
 def test_supervised_run_with_local_s1_opens_no_network_connection(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # our loading code must set it, not the caller
+    monkeypatch.delenv("SOMA_CALIBRATION", raising=False)
+    monkeypatch.chdir(tmp_path)  # no calibration file here: the monitors' default thresholds
     trace = tmp_path / "run.jsonl"
     argv = [
         "run", "Tom has 3 apples and buys 4 more. How many apples does he have now?",
         "--s1", "classifier", "--max-tokens", "200", "--scan-interval", "48", "--line-break-slack", "16",
-        "--threads", "1", "--seed", "0", "--trace", str(trace), "--calibration", str(tmp_path / "none.json"),
+        "--threads", "1", "--seed", "0", "--trace", str(trace),
     ]
     with no_inet() as attempts:  # model loading included
         rc = main(argv)
