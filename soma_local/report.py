@@ -143,7 +143,7 @@ def pareto_plot(
     for ax, labels, drawn in to_label:  # after the layout, so the overlap check sees final positions
         place_labels(ax, labels, avoid=drawn)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # the legend whole, however long the series names
     plt.close(fig)
     return path
 

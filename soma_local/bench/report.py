@@ -295,11 +295,11 @@ def pareto_plot(points: dict, path: Path) -> None:
                       mec=_STYLE.get(m, ("grey", "x"))[0], mew=1.6, label=m) for m in seen]
     handles.append(Line2D([], [], ls="--", color="0.45", lw=1, marker="o", ms=13, mfc="none", mec="0.7", mew=1,
                           label="Pareto frontier (no other method has fewer tokens and better quality)"))
-    ncol = min(len(handles), 4)
+    ncol = min(len(handles), 4, 2 * len(columns) - 1)
     fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
     legend_rows = -(-len(handles) // ncol)
     fig.tight_layout(rect=(0, (0.3 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")  # the legend whole, however narrow the figure
     plt.close(fig)
 
 
