@@ -7,7 +7,7 @@ GGUF (llama.cpp ships them under models/ggml-vocab-*.gguf); two padding ids beco
 ``</think>`` (ids 151667/151668, as in Qwen3) and the chat template opens a thinking block, so the
 native-thinking path is exercised too.
 
-  python benchmarks/random_gguf.py --vocab ggml-vocab-qwen2.gguf --shape qwen3-8b --out /tmp/r8b.gguf
+  python benchmarks/random_gguf.py --vocab ggml-vocab-qwen2.gguf --shape qwen3-8b --out r8b.gguf
 
 Needs the ``gguf`` package (llama.cpp's gguf-py).
 """

@@ -7,7 +7,7 @@ import argparse
 import math
 from pathlib import Path
 
-from soma_local.data_dir import data_dir
+from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import DataError, SomaError
 
 DEFAULT_GRID = "0.25,0.5,1,1.5,2,3,4,6,8"
@@ -62,7 +62,7 @@ def cmd_calibrate(args) -> int:
     from soma_local.monitors import resolve_monitors
     from soma_local.readout import ReadoutRun
     from soma_local.replay import sample
-    from soma_local.report import h_label, pareto_plot, table
+    from soma_local.report import TABLE_KEY, h_label, pareto_plot, table
     from soma_local.s1.factory import load_s1
     from soma_local.s2.base import SamplingParams
     from soma_local.s2.llama_cpp import LlamaCppS2
@@ -103,15 +103,17 @@ def cmd_calibrate(args) -> int:
     results_path = out / "calibration_results.json"
     _write_json(results_path, {
         "s1": s1.name, "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
-        "datasets": [str(f) for f in files], "limit": args.limit, "seed": args.seed,
+        "datasets": [shareable_path(f) for f in files], "limit": args.limit, "seed": args.seed,
         "scan_interval": args.scan_interval, "max_tokens": args.max_tokens,
         "choice": _jsonable(choice),
         "items": {h_label(h): [_jsonable(i) for i in items] for h, items in results.items()},
     })
-    plot = pareto_plot({f"{s2.name} / {monitor.name}": metrics}, {}, monitor.name, out / "pareto.png",
-                       f"readout calibration: {monitor.name}, {args.variant}")
+    series = f"{s2.name} / {monitor.name}"
+    plot = pareto_plot({series: metrics}, {}, monitor.name, out / "pareto.png",
+                       f"readout calibration: {monitor.name}, {args.variant}", chosen={series: choice.threshold})
     print(table([(f"h={h_label(h)}" + (" *" if h == choice.threshold else ""), m) for h, m in metrics.items()],
                 baseline=metrics[math.inf]))
+    print(TABLE_KEY)
     entry = CalibrationEntry(
         s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, threshold=choice.threshold,
         objective=objective, scan_interval=args.scan_interval, datasets=[Path(f).name for f in files],
@@ -139,7 +141,7 @@ def cmd_replay(args) -> int:
         replay_item, sample, scan,
     )
     from soma_local.trace import read_trace
-    from soma_local.report import PAPER_UNANSWERABLE, h_label, pareto_plot, table
+    from soma_local.report import PAPER_UNANSWERABLE, TABLE_KEY, h_label, replay_plot, table
     from soma_local.s1.factory import load_s1
     from soma_local.s2.session import PauseRule
     from soma_local.scoring import is_abstention
@@ -193,7 +195,7 @@ def cmd_replay(args) -> int:
             print(table([(f"h={h_label(x)}", m) for x, m in per_h.items()], baseline=per_h[math.inf]))
     cal = load_calibration(calibration_path(args.calibration))
     out = Path(args.out)
-    groups, series, vanilla_of = {}, {}, {}
+    groups = {}
     for (dataset, model), items in sorted(grouped(t for t in scanned if t.id not in held).items()):
         from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder").get(monitor.name)
         h, source = (
@@ -206,7 +208,6 @@ def cmd_replay(args) -> int:
         per_h = {x: metrics_at(items, x) for x in hs}
         vanilla = summarize([t.vanilla for t in items])
         label = f"{dataset} / {model}"
-        series[label], vanilla_of[label] = per_h, vanilla
         groups[label] = {"h": h_label(h), "h_source": source, "vanilla": _jsonable(vanilla),
                          "grid": {h_label(x): _jsonable(m) for x, m in per_h.items()}}
         print(f"\n== {label}: {len(items)} traces, S1 {s1.name}, no-reminder controller, h={h_label(h)} ({source})")
@@ -216,15 +217,16 @@ def cmd_replay(args) -> int:
         paper = PAPER_UNANSWERABLE.get((dataset, model)) if monitor.name == "unanswerable" else None
         if paper:
             print(f"paper (Table 3, Jev S1, sampled, 32k limit): {paper}")
-    _write_json(out / "replay_results.json", {
+    payload = {
         "s1": s1.name, "monitor": monitor.name, "controller": "no_reminder",
         "tokenizer": str(resolve_gguf(args.tokenizer).name), "scan_interval": args.scan_interval,
         "takeover_answer_tokens": args.takeover_answer_tokens, "limit": args.limit, "seed": args.seed,
-        "files": [str(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,
+        "files": [shareable_path(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,
         "calibration_ids": sorted(held), "groups": groups, "traces": [_jsonable(t) for t in scanned],
-    })
-    plot = pareto_plot(series, vanilla_of, monitor.name, out / "pareto.png", f"replay: {monitor.name}, S1 {s1.name}")
-    print(f"\nresults {out / 'replay_results.json'}, plot {plot}")
+    }
+    _write_json(out / "replay_results.json", payload)
+    plot = replay_plot(payload, out / "pareto.png")
+    print(f"\n{TABLE_KEY}\nresults {out / 'replay_results.json'}, plot {plot}")
     return 0
 
 

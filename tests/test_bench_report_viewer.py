@@ -49,6 +49,8 @@ def test_table2_layout_weights_and_token_change(tmp_path):
     assert "| Vanilla | 50.0 | 200 |" in text and "| DEER | 100.0 | -50% |" in text
     assert "tiny,overthinking,DEER,avg_questions,accuracy,1.0,2" in csv_path.read_text()
     assert png.read_bytes()[:4] == b"\x89PNG"
+    for column in ("**Acc**", "**Abs**", "**FA**", "**Tok**"):  # the tables say what their columns mean
+        assert column in text
 
 
 def test_question_weighted_averages_weight_each_rate_by_its_own_questions(tmp_path):
@@ -90,6 +92,8 @@ def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_pat
     assert '<mark class="reminder"' in dom and monitors["overthinking"].reminder in dom
     assert dom.count('class="p"') == dom.count('class="S"') >= 2  # p and S for every scan
     assert '<mark class="takeover"' in dom  # the read-off takeover at h=1
+    assert dom.count('class="takeover"') == 2 and "takeover read off at h = 1" in dom  # a line the legend names
+    assert 'class="threshold"' in dom and ">0.25</text>" in dom and ">0.75</text>" in dom  # h line, p tick values
     shot = tmp_path / "shot.png"
     run(f"--screenshot={shot}", "--window-size=1000,1400")
     assert shot.stat().st_size > 10_000  # a rendered page, not a blank one

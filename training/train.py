@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from soma_local.data_dir import data_dir
+from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import SomaError
 from soma_local.models import resolve_gguf
 from soma_local.monitors import Monitor, resolve_monitors
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     config = S1ModelConfig(backbone=args.backbone, max_length=encoder.max_length, head_hidden=hidden,
                            temperature=temperature, statements=statements)
     data = {"train": len(train), "held_out": len(held), "gold": len(gold), "teacher": args.teacher,
-            "traces": [str(p) for p in args.traces], "excluded_questions": len(exclude),
+            "traces": [shareable_path(p) for p in args.traces], "excluded_questions": len(exclude),
             "positives_train": int((y_train >= 0.5).sum()), "argv": sys.argv[1:] if argv is None else argv}
     write_model(folder, config, head.state_dict(), model_card(args.name, config, metrics, data))
     write_trained_questions(folder, {e.question_id for e in train})

@@ -23,6 +23,24 @@ from soma_local.metrics import ItemResult, Metrics, summarize
 from soma_local.monitors import resolve_monitors
 
 
+# How to read the tables, written above them.
+READING_KEY = [
+    "How to read these tables (all figures in %, except token counts):",
+    "",
+    "- **Acc**: accuracy, the share of answerable questions answered correctly.",
+    "- **Abs**: abstention, the share of unanswerable questions answered \"I don't know\" (higher is better).",
+    "- **FA**: false abstention, the share of answerable questions the method abstained on (lower is better).",
+    "- **Tok**: mean S2 tokens generated per question (thinking, answer and any probe tokens). The Vanilla row "
+    "gives the count; every other row gives its change against Vanilla on the same questions "
+    "(-24% = 24% fewer tokens).",
+    "- **n**: questions compared; a benchmark's table keeps only the questions every row has.",
+    "- **Avg**: over all questions, each rate over its own questions (Acc and FA over answerable ones, Abs over "
+    "unanswerable ones). **Avg/bench**: the plain mean of the per-benchmark figures.",
+    "- **Parameters** (SOMA's threshold h, the BF budget B, Dynasor's interval and k) are chosen on the "
+    "calibration sets, as stated under each table; `pareto.png` plots the same averages.",
+]
+
+
 @dataclass(frozen=True)
 class Row:
     name: str
@@ -180,8 +198,8 @@ def scenario_report(model: str, scenario: str, by_bench: dict, delta: float):
         for (metric, value, _), (_, bvalue, _) in zip(q_weighted, b_weighted):
             csv_rows.append([model, scenario, name, "avg_questions", metric, value, sum(s.n for s, _ in present)])
             csv_rows.append([model, scenario, name, "avg_benchmarks", metric, bvalue, len(present)])
-        vals = dict((m, v) for m, v, _ in q_weighted)
-        plot[name] = vals
+        if not row.ablation:  # Table 4 holds the ablations; the figure compares methods
+            plot[name] = dict((m, v) for m, v, _ in q_weighted)
         target = ablation_md if row.ablation or name.startswith(("SOMA", "Vanilla")) else None
         if not row.ablation:
             md.append("| " + " | ".join(line) + " |")
@@ -199,46 +217,96 @@ def scenario_report(model: str, scenario: str, by_bench: dict, delta: float):
     return md + ab, csv_rows, plot
 
 
+# One look per method in every panel: hollow markers of distinct shapes stay visible when two methods
+# land on the same point (SOMA at h = inf and Remind-only always do).
+_STYLE = {
+    "Vanilla": ("black", "o"), "BF": ("C1", "s"), "DEER": ("C2", "^"), "Dynasor-CoT": ("C9", "v"),
+    "AbstentionBench prompt": ("C4", "D"), "SES": ("C5", "P"), "SOMA": ("C3", "*"),
+}
+_PANELS = {  # scenario -> (field, y label, higher is better, title) per panel
+    "overthinking": [("accuracy", "accuracy (%)", True, "overthinking: accuracy")],
+    "unanswerable": [("abstention", "abstention on unanswerable (%)", True, "unanswerable: abstention"),
+                     ("false_abstention", "false abstention on answerable (%)", False,
+                      "unanswerable: false abstention")],
+}
+
+
+def method_of(row_name: str) -> str:
+    """The method a table row is, without its tuned parameter: 'SOMA (h=0.5)' -> 'SOMA'."""
+    return row_name.split(" (", 1)[0]
+
+
 def pareto_plot(points: dict, path: Path) -> None:
-    """Figure 3: quality against token change relative to Vanilla, the frontier drawn per panel."""
+    """Figure 3: quality against token change relative to Vanilla, one row of panels per S2 model
+    (overthinking accuracy; unanswerable abstention and its false abstention), the Pareto frontier
+    drawn in each. Methods are told apart by marker, named once in a legend below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    panels = [(m, s) for m in points for s in points[m] if points[m][s]]
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(5 * max(1, len(panels)), 4), squeeze=False)
-    for ax, (model, scenario) in zip(axes[0], panels):
-        rows = points[model][scenario]
-        base = rows.get("Vanilla", {}).get("tokens")
-        quality = "accuracy" if scenario == "overthinking" else "abstention"
-        xy = {
-            name: (100 * (v["tokens"] - base) / base if base else 0.0, 100 * v[quality])
-            for name, v in rows.items()
-            if v.get(quality) is not None
-        }
-        front = sorted(
-            (n for n, (x, y) in xy.items() if not any(x2 <= x and y2 >= y and (x2, y2) != (x, y) for x2, y2 in xy.values())),
-            key=lambda n: xy[n][0],
-        )
-        for name, (x, y) in xy.items():
-            ax.scatter(x, y, s=40, marker="*" if name.startswith("SOMA") else "o", zorder=3)
-            ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        ax.plot([xy[n][0] for n in front], [xy[n][1] for n in front], "k--", lw=0.8, label="Pareto frontier")
-        ax.set_xlabel("tokens vs Vanilla (%)")
-        ax.set_ylabel("accuracy (%)" if quality == "accuracy" else "abstention on unanswerable (%)")
-        ax.set_title(f"{model} · {scenario}", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    from soma_local.plotting import axis_span, pareto_front
+
+    columns = [(sc, panel) for sc in _PANELS for panel in _PANELS[sc] if any(points[m].get(sc) for m in points)]
+    models = [m for m in points if any(points[m].values())]
+    if not columns or not models:
+        columns, models = [("overthinking", _PANELS["overthinking"][0])], list(points) or ["(no results)"]
+    fig, axes = plt.subplots(len(models), len(columns), figsize=(4.6 * len(columns), 3.7 * len(models) + 0.9),
+                             squeeze=False)
+    seen: dict[str, None] = {}
+    for r, model in enumerate(models):
+        for c, (scenario, (field, ylabel, higher, title)) in enumerate(columns):
+            ax = axes[r][c]
+            rows = points.get(model, {}).get(scenario, {})
+            base = rows.get("Vanilla", {}).get("tokens")
+            xy = {
+                name: (100 * (v["tokens"] - base) / base if base else 0.0, 100 * v[field])
+                for name, v in rows.items()
+                if v.get(field) is not None and v.get("tokens") is not None
+            }
+            if not xy:
+                ax.axis("off")
+                ax.text(0.5, 0.5, f"{model}\nno {scenario} results", ha="center", va="center", transform=ax.transAxes)
+                continue
+            names = list(xy)
+            front = [names[i] for i in pareto_front([xy[n] for n in names], higher_is_better=higher)]
+            ax.plot([xy[n][0] for n in front], [xy[n][1] for n in front], "--", color="0.45", lw=1, zorder=1)
+            ax.plot([xy[n][0] for n in front], [xy[n][1] for n in front], "o", ms=15, mfc="none", mec="0.7",
+                    mew=1, zorder=1)
+            for name, (x, y) in xy.items():
+                method = method_of(name)
+                colour, marker = _STYLE.get(method, ("grey", "x"))
+                ax.plot(x, y, marker, ms=11 if marker == "*" else 8, mfc="none", mec=colour, mew=1.6, zorder=3)
+                seen[method] = None
+            ys = [y for _, y in xy.values()]
+            ax.set_ylim(*axis_span(ys, lo=0, hi=100))
+            ax.set_xlim(*axis_span([x for x, _ in xy.values()], min_span=10))
+            if max(ys) == min(ys):
+                ax.text(0.5, 0.92, f"every method at {ys[0]:.0f}%", ha="center", transform=ax.transAxes, fontsize=8,
+                        color="0.3")
+            ax.axvline(0, color="0.85", lw=0.8, zorder=0)
+            ax.set_xlabel("tokens vs Vanilla (%)", fontsize=9)
+            ax.set_ylabel(ylabel + ("\nhigher is better" if higher else "\nlower is better"), fontsize=9)
+            ax.set_title(f"{model} · {title}", fontsize=9)
+            ax.tick_params(labelsize=8)
+            ax.grid(alpha=0.3)
+    handles = [Line2D([], [], ls="", marker=_STYLE.get(m, ("grey", "x"))[1], ms=9 if m != "SOMA" else 11, mfc="none",
+                      mec=_STYLE.get(m, ("grey", "x"))[0], mew=1.6, label=m) for m in seen]
+    handles.append(Line2D([], [], ls="--", color="0.45", lw=1, marker="o", ms=13, mfc="none", mec="0.7", mew=1,
+                          label="Pareto frontier (no other method has fewer tokens and better quality)"))
+    ncol = min(len(handles), 4, 2 * len(columns) - 1)
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    legend_rows = -(-len(handles) // ncol)
+    fig.tight_layout(rect=(0, (0.3 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))
+    fig.savefig(path, dpi=130, bbox_inches="tight")  # the legend whole, however narrow the figure
     plt.close(fig)
 
 
 def write_reports(results: Path, out: Path, delta: float = 0.0) -> list[Path]:
     data = load(results)
     out.mkdir(parents=True, exist_ok=True)
-    md, csv_rows, plot = ["# Benchmark tables", ""], [], defaultdict(dict)
+    md, csv_rows, plot = ["# Benchmark tables", "", *READING_KEY, ""], [], defaultdict(dict)
     for model, by_bench in data.items():
         for scenario in ("overthinking", "unanswerable"):
             lines, rows, points = scenario_report(model, scenario, by_bench, delta)

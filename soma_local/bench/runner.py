@@ -20,6 +20,7 @@ from soma_local.calibration_runs import Question
 from soma_local.bench.methods import make_method
 from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
+from soma_local.data_dir import shareable_path
 from soma_local.errors import DataError
 from soma_local.s1.factory import DEFAULT_S1
 
@@ -46,8 +47,13 @@ class EngineSpec(BaseModel):
     max_tokens: int = 32768
 
     def identity(self) -> dict:
-        """The fields that change results (threads, offload and file paths do not)."""
-        return self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template"})
+        """The fields that change results (threads, offload and file paths do not). An S1 given by
+        path is recorded by its shareable path: result files are shared, the build machine's paths not."""
+        out = self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template"})
+        kind, sep, arg = self.s1.partition(":")
+        if sep and kind in ("classifier", "readout") and Path(arg).expanduser().is_absolute():
+            out["s1"] = f"{kind}:{shareable_path(Path(arg).expanduser())}"
+        return out
 
     def build(self, needs_s1: bool) -> Engine:
         from soma_local.models import resolve_gguf

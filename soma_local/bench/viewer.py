@@ -26,7 +26,7 @@ pre.reasoning{white-space:pre-wrap;background:#f7f7f7;padding:1em;border-radius:
 mark.reminder{background:#ffe08a;display:inline-block;padding:0 .3em;border-left:3px solid #d29b00}
 mark.takeover{background:#ffc9c9;display:inline-block;padding:0 .3em;border-left:3px solid #c92a2a}
 table{border-collapse:collapse}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
-.legend span{margin-right:1.5em}
+.legend span{margin-right:1.5em;white-space:nowrap;display:inline-block}
 """
 
 
@@ -41,39 +41,81 @@ def _marked(text: str) -> str:
     return "".join(out)
 
 
-def _plot(scans: list[dict], monitor: str, h: float | None, width: int = 900, height: int = 260) -> str:
-    """p (0..1, left axis) and S (right axis) per scan, reminders and the takeover as vertical lines."""
+def _ticks(top: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least ``top``: steps of 1, 2, 2.5 or 5 times a power of ten."""
+    raw = top / count if top > 0 else 1.0
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(math.ceil(top / step - 1e-9)) + 1)]
+
+
+def _tick(v: float) -> str:
+    return f"{v:g}"
+
+
+def _plot(scans: list[dict], monitor: str, h: float | None, takeover_at: int | None, takeover_label: str = "takeover",
+          width: int = 900, height: int = 300) -> str:
+    """p (0..1, left axis) and S (right axis) per scan against thinking tokens, with tick values on
+    every axis; reminders, the takeover and the threshold h drawn as lines, each named in the legend
+    only when it is drawn."""
     pts = [(s["thinking_tokens"], s["monitors"][monitor]) for s in scans if monitor in s["monitors"]]
     if not pts:
         return "<p>No scans.</p>"
-    pad, w, hgt = 40, width - 80, height - 60
-    xmax = max(t for t, _ in pts) or 1
-    smax = max([m["score"] for _, m in pts] + [h if h and math.isfinite(h) else 0, 1.0])
-    x = lambda t: pad + w * t / xmax
-    yp = lambda p: 20 + hgt * (1 - p)
-    ys = lambda s: 20 + hgt * (1 - s / smax)
-    p_line = " ".join(f"{x(t):.1f},{yp(m['p']):.1f}" for t, m in pts if m["p"] is not None)
+    left, right, top, bottom = 52, 62, 28, 48
+    w, hgt = width - left - right, height - top - bottom
+    finite_h = h if h is not None and math.isfinite(h) else None
+    xticks = _ticks(max([t for t, _ in pts] + [takeover_at or 0]) or 1)
+    sticks = _ticks(max([m["score"] for _, m in pts] + [finite_h or 0, 1.0]), 4)
+    xmax, smax = xticks[-1], sticks[-1]
+    x = lambda t: left + w * t / xmax
+    yp = lambda p: top + hgt * (1 - p)
+    ys = lambda v: top + hgt * (1 - v / smax)
+    bottom_y = top + hgt
+    out = [f'<svg id="scan-plot" width="{width}" height="{height}" role="img" aria-label="p and S per scan" '
+           'font-family="system-ui,sans-serif" font-size="11">',
+           f'<rect x="{left}" y="{top}" width="{w}" height="{hgt}" fill="none" stroke="#bbb"/>']
+    for v in xticks:  # x: thinking tokens, with a light grid
+        out.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{top}" y2="{bottom_y}" stroke="#eee"/>'
+                   f'<text x="{x(v):.1f}" y="{bottom_y + 15}" text-anchor="middle">{_tick(v)}</text>')
+    for v in (0, 0.25, 0.5, 0.75, 1.0):  # left: p
+        out.append(f'<line x1="{left - 4}" x2="{left}" y1="{yp(v):.1f}" y2="{yp(v):.1f}" stroke="#1c7ed6"/>'
+                   f'<text x="{left - 7}" y="{yp(v) + 4:.1f}" text-anchor="end" fill="#1c7ed6">{_tick(v)}</text>')
+    for v in sticks:  # right: S
+        out.append(f'<line x1="{left + w}" x2="{left + w + 4}" y1="{ys(v):.1f}" y2="{ys(v):.1f}" stroke="#2b8a3e"/>'
+                   f'<text x="{left + w + 7}" y="{ys(v) + 4:.1f}" fill="#2b8a3e">{_tick(v)}</text>')
+    out += [
+        f'<text x="{left + w / 2:.0f}" y="{height - 8}" text-anchor="middle">thinking tokens</text>',
+        f'<text x="14" y="{top + hgt / 2:.0f}" text-anchor="middle" fill="#1c7ed6" '
+        f'transform="rotate(-90 14 {top + hgt / 2:.0f})">p (S1 probability)</text>',
+        f'<text x="{width - 12}" y="{top + hgt / 2:.0f}" text-anchor="middle" fill="#2b8a3e" '
+        f'transform="rotate(90 {width - 12} {top + hgt / 2:.0f})">S (evidence)</text>',
+    ]
+    legend = ['<span style="color:#1c7ed6">&#9679; p, S1\'s probability (left axis)</span>',
+              '<span style="color:#2b8a3e">&#9679; S, accumulated evidence (right axis)</span>']
+    reminders = [t for t, m in pts if m["action"] == "remind"]
+    for t in reminders:
+        out.append(f'<line class="reminder" x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top}" y2="{bottom_y}" '
+                   'stroke="#d29b00" stroke-width="1.5" stroke-dasharray="5 3"/>')
+    if reminders:
+        legend.append('<span style="color:#d29b00">- - reminder</span>')
+    if takeover_at is not None:
+        out.append(f'<line class="takeover" x1="{x(takeover_at):.1f}" x2="{x(takeover_at):.1f}" y1="{top}" '
+                   f'y2="{bottom_y}" stroke="#c92a2a" stroke-width="2"/>')
+        legend.append(f'<span style="color:#c92a2a">&#9474; {html.escape(takeover_label)}</span>')
+    if finite_h is not None:
+        out.append(f'<line class="threshold" x1="{left}" x2="{left + w}" y1="{ys(finite_h):.1f}" y2="{ys(finite_h):.1f}" '
+                   f'stroke="#2b8a3e" stroke-dasharray="2 3"/>')
+        legend.append(f'<span style="color:#2b8a3e">&middot;&middot;&middot; h = {finite_h:g} (S at or above it: '
+                      'take over)</span>')
+    p_pts = [(t, m) for t, m in pts if m["p"] is not None]
+    p_line = " ".join(f"{x(t):.1f},{yp(m['p']):.1f}" for t, m in p_pts)
     s_line = " ".join(f"{x(t):.1f},{ys(m['score']):.1f}" for t, m in pts)
-    marks = []
-    for t, m in pts:
-        if m["action"] in ("remind", "takeover"):
-            color = "#d29b00" if m["action"] == "remind" else "#c92a2a"
-            marks.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="20" y2="{20 + hgt}" stroke="{color}" stroke-dasharray="4 3"/>')
-    if h is not None and math.isfinite(h):
-        marks.append(f'<line x1="{pad}" x2="{pad + w}" y1="{ys(h):.1f}" y2="{ys(h):.1f}" stroke="#888" stroke-dasharray="2 2"/>'
-                     f'<text x="{pad + w + 4}" y="{ys(h) + 4:.1f}" font-size="10">h={h:g}</text>')
-    dots = "".join(f'<circle class="p" cx="{x(t):.1f}" cy="{yp(m["p"]):.1f}" r="3" fill="#1c7ed6"/>' for t, m in pts if m["p"] is not None)
-    dots += "".join(f'<circle class="S" cx="{x(t):.1f}" cy="{ys(m["score"]):.1f}" r="3" fill="#2b8a3e"/>' for t, m in pts)
-    return (
-        f'<svg id="scan-plot" width="{width}" height="{height}" role="img" aria-label="p and S per scan">'
-        f'<rect x="{pad}" y="20" width="{w}" height="{hgt}" fill="none" stroke="#ccc"/>'
-        f'<polyline points="{p_line}" fill="none" stroke="#1c7ed6"/>'
-        f'<polyline points="{s_line}" fill="none" stroke="#2b8a3e"/>{"".join(marks)}{dots}'
-        f'<text x="{pad}" y="14" font-size="11">p (0-1, blue) and S (0-{smax:.2f}, green) per scan</text>'
-        f'<text x="{pad + w / 2:.0f}" y="{height - 8}" font-size="11">thinking tokens (max {xmax})</text></svg>'
-        '<p class="legend"><span style="color:#1c7ed6">&#9679; p</span><span style="color:#2b8a3e">&#9679; S</span>'
-        '<span style="color:#d29b00">- - reminder</span><span style="color:#c92a2a">- - takeover</span></p>'
-    )
+    out.append(f'<polyline points="{p_line}" fill="none" stroke="#1c7ed6"/>')
+    out.append(f'<polyline points="{s_line}" fill="none" stroke="#2b8a3e"/>')
+    out += [f'<circle class="p" cx="{x(t):.1f}" cy="{yp(m["p"]):.1f}" r="3" fill="#1c7ed6"/>' for t, m in p_pts]
+    out += [f'<circle class="S" cx="{x(t):.1f}" cy="{ys(m["score"]):.1f}" r="3" fill="#2b8a3e"/>' for t, m in pts]
+    out.append("</svg>")
+    return "".join(out) + '<p class="legend">' + "".join(legend) + "</p>"
 
 
 def render(line: ResultLine, h: float | None = None) -> str:
@@ -107,7 +149,13 @@ def render(line: ResultLine, h: float | None = None) -> str:
         f"<h2>Prompt</h2><pre class='reasoning'>{html.escape(line.prompt)}</pre>",
     ]
     if scans:
-        parts += [f"<h2>Scans ({html.escape(monitor or '')})</h2>", _plot(scans, monitor, h)]
+        if takeover is not None:
+            at, label = takeover["thinking_tokens"], f"takeover ({takeover['monitor']})"
+        elif read is not None:
+            at, label = read.thinking_tokens, f"takeover read off at h = {h:g} (on a branch; this run went on)"
+        else:
+            at, label = None, ""
+        parts += [f"<h2>Scans ({html.escape(monitor or '')})</h2>", _plot(scans, monitor, h, at, label)]
     parts += [f"<h2>Reasoning and answer as S2 saw them</h2><pre class='reasoning' id='reasoning'>{thinking_html}</pre>"]
     if read is not None:
         parts += [

@@ -55,6 +55,9 @@ class PairEncoder:
     """
 
     def __init__(self, backbone: Path, max_length: int, device: str | None = None) -> None:
+        # The backbone is a local folder: nothing may reach the Hub (no update checks, no telemetry).
+        # huggingface_hub reads this when it is first imported, so it is set before transformers is.
+        os.environ["HF_HUB_OFFLINE"] = "1"
         from transformers import AutoModel, AutoTokenizer
 
         self.device = resolve_device(device)

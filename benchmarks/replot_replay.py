@@ -1,0 +1,29 @@
+"""Re-render the Pareto plot of finished replays from their results files (no S1, no traces needed).
+
+  python benchmarks/replot_replay.py benchmarks/results/replay_*/replay_results.json
+
+Writes ``pareto.png`` beside each ``replay_results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from soma_local.report import replay_plot  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", type=Path, nargs="+", help="replay_results.json files")
+    for path in ap.parse_args().results:
+        print(replay_plot(json.loads(path.read_text(encoding="utf-8")), path.with_name("pareto.png")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
