@@ -38,14 +38,14 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from soma_local.decide import Limits, S1Unavailable, StateTooLong, finish, plan_request
+from soma_local.decide import Limits, Plan, S1Unavailable, StateTooLong, finish, plan_request
 from soma_local.jevwire import MODEL_ALIASES, ErrorBody, ErrorDetail, ModelInfo, ModelList, SystemOneRequest
 from soma_local.s1.base import S1
 from soma_local.turns import Turns
 
 DEFAULT_MAX_BODY = 1 << 20  # bytes, after decompression too
 DEFAULT_MAX_PENDING = 64
-DEFAULT_UNIT_TOKENS = 4096  # S1 input tokens per work unit: a fraction of a second of a small encoder
+DEFAULT_UNIT_TOKENS = 1024  # S1 input tokens per work unit: about 0.4 s of MiniLM on one busy core
 REQUEST_ID_HEADER = "x-typesafe-request-id"
 
 
@@ -288,19 +288,26 @@ def create_app(
         entries += [ModelInfo(name=alias, description=f"alias of {model}", release_date=released) for alias in MODEL_ALIASES]
         return JevJSONResponse(ModelList(models=entries).model_dump())
 
-    async def on_worker(job, fn: Callable[[], Any], cost: int) -> Any:
+    async def on_worker(job, fn: Callable[[], Any]) -> Any:
         async with turns.turn(job):
-            result = await asyncio.get_running_loop().run_in_executor(worker, fn)
-        job.done += cost
-        return result
+            return await asyncio.get_running_loop().run_in_executor(worker, fn)
+
+    def score(plan: Plan, unit: range) -> list[float | None]:
+        return s1.score_states([plan.pairs[i] for i in unit])
+
+    def start(body: SystemOneRequest) -> tuple[Plan, list[range], list[float | None]]:
+        """The first unit: the plan, and the scores too when they fit one unit (a light request)."""
+        plan = plan_request(s1, body, model, limits)
+        units = batches(plan.costs, unit_tokens)
+        return plan, units, score(plan, units[0]) if len(units) == 1 else []
 
     async def answer(body: SystemOneRequest) -> JSONResponse:
         job = turns.job()
-        plan = await on_worker(job, lambda: plan_request(s1, body, model, limits), 0)
-        probs: list[float | None] = []
-        for unit in batches(plan.costs, unit_tokens):
-            pairs = [plan.pairs[i] for i in unit]
-            probs += await on_worker(job, lambda: s1.score_states(pairs), sum(plan.costs[i] for i in unit))
+        plan, units, probs = await on_worker(job, lambda: start(body))
+        job.done += 1  # planned: from here on, requests not yet planned go first
+        for unit in units if len(units) > 1 else []:
+            probs += await on_worker(job, lambda: score(plan, unit))
+            job.done += sum(plan.costs[i] for i in unit)
         return JevJSONResponse(finish(plan, probs, s1).model_dump())
 
     @app.post("/v1/systemone")

@@ -6,7 +6,9 @@ job that has had the least S1 work so far (least attained service), so a one-que
 has had none, goes before every request that is already being scored, and waits at most for the unit
 in progress. So heavy requests still progress while light ones keep coming, the job that has waited
 longest gets the turn instead whenever such "aged" turns have used less than ``share`` of the recent
-worker time. The choice is a pure function (``pick``); ``Turns`` holds the asyncio side.
+worker time. A request planned to need more than one unit counts as having had work from its plan
+on, so a burst of one-question requests is not queued behind the first unit of each heavy request
+that came with it. The choice is a pure function (``pick``); ``Turns`` holds the asyncio side.
 """
 
 from __future__ import annotations
