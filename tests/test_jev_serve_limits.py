@@ -2,12 +2,14 @@
 states read in windows, the documented limits, lone surrogates, request ids, zstd frames, assets."""
 
 import json
+import time
 
 import httpx
 import pytest
 import zstandard
 
 from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, mean_log_odds, state_windows
+from soma_local.s1.base import S1
 from soma_local.s1.factory import load_s1
 from soma_local.server import REQUEST_ID_HEADER, Running, batches, create_app
 
@@ -137,3 +139,35 @@ def test_image_assets_get_a_clear_not_supported(client):
     assert r.status_code == 422 and "not supported" in r.json()["detail"]["message"]
     multipart = client.post("/v1/systemone", files={"request": (None, json.dumps(body)), "asset-0": ("a.png", b"\x89PNG")})
     assert multipart.status_code == 415 and "not supported" in multipart.json()["detail"]["message"]
+
+
+class Counting(S1):
+    """The classifier, counting the pairs it is asked to score."""
+
+    def __init__(self, inner):
+        self.inner, self.scored = inner, 0
+        self.name, self.input_limit, self.template_tokens = inner.name, inner.input_limit, inner.template_tokens
+
+    @property
+    def tokenizer(self):
+        return self.inner.tokenizer
+
+    def score_states(self, pairs):
+        self.scored += len(pairs)
+        return self.inner.score_states(pairs)
+
+
+def test_a_heavy_request_stops_when_its_client_goes_and_does_not_hold_up_a_light_one(s1):
+    counting = Counting(s1)
+    options = {f"Team {i}": f"Handles case family {i}" for i in range(255)}
+    heavy = {"model": "jev-latest", "state": prose(s1, 400), "questions": {"t": {"type": "choice", "criteria": options}}}
+    with Running(create_app(counting)) as srv:
+        with httpx.Client(base_url=srv.url, timeout=1.0) as impatient:
+            with pytest.raises(httpx.ReadTimeout):
+                impatient.post("/v1/systemone", json=heavy)
+        with httpx.Client(base_url=srv.url, timeout=60) as http:
+            r = ask(http, {"q": NOUL}, PROSE[0])
+            assert r.status_code == 200 and r.elapsed.total_seconds() < 5
+            stopped_at = counting.scored
+            time.sleep(1.5)
+            assert counting.scored == stopped_at < 255  # nothing more was scored for the gone client
