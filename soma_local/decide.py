@@ -44,7 +44,7 @@ from soma_local.jevwire import (
     score_confidence,
 )
 from soma_local.s1.base import S1, sigmoid
-from soma_local.state import from_boundary, longest_tokens, parse_state, to_boundary
+from soma_local.state import from_boundary, parse_state, to_boundary
 
 MAX_STATE_TOKENS = 4096  # hosted Jev reads 2,048 tokens; twice that leaves room for finer tokenizers
 MAX_REQUEST_TOKENS = 1 << 17  # S1 input tokens one request may cost: 255 options over a full window
