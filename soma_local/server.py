@@ -208,6 +208,10 @@ def read_request(body: bytes, content_type: str) -> SystemOneRequest:
     if isinstance(data, dict) and data.get("assets"):
         raise JevHTTPError(422, "unsupported_feature", "Image assets are not supported: this server answers text "
                            "states only (remove 'assets').")
+    questions = data.get("questions") if isinstance(data, dict) else None
+    if isinstance(questions, dict) and any(isinstance(q, dict) and q.get("type") == "box" for q in questions.values()):
+        raise JevHTTPError(422, "unsupported_feature", "'box' questions read images, which this server does not "
+                           "support: it answers noul, choice and score questions about text.")
     try:
         return SystemOneRequest.model_validate(data)
     except ValidationError as exc:

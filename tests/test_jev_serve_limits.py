@@ -139,6 +139,8 @@ def test_image_assets_get_a_clear_not_supported(client):
     assert r.status_code == 422 and "not supported" in r.json()["detail"]["message"]
     multipart = client.post("/v1/systemone", files={"request": (None, json.dumps(body)), "asset-0": ("a.png", b"\x89PNG")})
     assert multipart.status_code == 415 and "not supported" in multipart.json()["detail"]["message"]
+    box = client.post("/v1/systemone", json={**body, "assets": None, "questions": {"b": {"type": "box", "instructions": "cat"}}})
+    assert box.status_code == 422 and "does not support" in box.json()["detail"]["message"]
 
 
 class Counting(S1):
