@@ -49,6 +49,7 @@ from soma_local.state import from_boundary, parse_state, to_boundary
 MAX_STATE_TOKENS = 4096  # hosted Jev reads 2,048 tokens; twice that leaves room for finer tokenizers
 MAX_REQUEST_TOKENS = 1 << 17  # S1 input tokens one request may cost: 255 options over a full window
 MIN_WINDOW_TOKENS = 64  # less room than this beside a question is no reading of a long state
+MIN_PAIR_COST = 64  # each S1 call costs at least this many tokens' time, however short its text
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -185,6 +186,12 @@ def _fit_windows(tokens: _Tokens, state: str, room: int) -> list[str]:
     return windows  # still a token or two over: the backend's own truncation takes that last bit
 
 
+def pair_cost(tokens: int) -> int:
+    """What scoring one (statement, window) pair counts against a request's limit: its S1 input
+    tokens, but never less than MIN_PAIR_COST, so 20,000 one-word questions are not cheap."""
+    return max(tokens, MIN_PAIR_COST)
+
+
 def mean_log_odds(probs: Sequence[float]) -> float:
     """The windows' probabilities combined into one: sigmoid of their mean log-odds."""
     if len(probs) == 1:
@@ -201,7 +208,7 @@ class Plan:
 
     model: str
     pairs: list[tuple[str, str]] = field(default_factory=list)
-    costs: list[int] = field(default_factory=list)  # S1 input tokens of each pair
+    costs: list[int] = field(default_factory=list)  # what each pair counts against the limit (pair_cost)
     questions: dict[str, tuple[NoulQuestion | ChoiceQuestion | ScoreQuestion, list[list[int]]]] = field(default_factory=dict)
     input_tokens: int = 0
 
@@ -257,7 +264,7 @@ def plan_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits =
                 windows_by_room[room] = _fit_windows(tokens, text, room)
             windows = windows_by_room[room]
         rows = [
-            [plan.pair(s, w, tokens.count(s) + tokens.count(w) + s1.template_tokens, index) for w in windows]
+            [plan.pair(s, w, pair_cost(tokens.count(s) + tokens.count(w) + s1.template_tokens), index) for w in windows]
             for s in sts
         ]
         plan.questions[qid] = (question, rows)

@@ -309,7 +309,8 @@ def create_app(
         job = turns.job()
         plan, units, probs = await on_worker(job, lambda: start(body))
         job.done += 1  # planned: from here on, requests not yet planned go first
-        for unit in units if len(units) > 1 else []:
+        rest = units if len(units) > 1 else []  # one unit: scored with the plan already
+        for unit in rest:
             probs += await on_worker(job, lambda: score(plan, unit))
             job.done += sum(plan.costs[i] for i in unit)
         return JevJSONResponse(finish(plan, probs, s1).model_dump())

@@ -8,7 +8,7 @@ import httpx
 import pytest
 import zstandard
 
-from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, mean_log_odds, state_windows
+from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, MIN_PAIR_COST, mean_log_odds, state_windows
 from soma_local.s1.base import S1
 from soma_local.s1.factory import load_s1
 from soma_local.server import REQUEST_ID_HEADER, Running, batches, create_app
@@ -173,3 +173,9 @@ def test_a_heavy_request_stops_when_its_client_goes_and_does_not_hold_up_a_light
             stopped_at = counting.scored
             time.sleep(1.5)
             assert counting.scored == stopped_at < 255  # nothing more was scored for the gone client
+
+
+def test_many_tiny_questions_count_as_the_calls_they_cost(client):
+    tiny = {f"q{i}": {"type": "noul", "instructions": f"ok {i}?"} for i in range(MAX_REQUEST_TOKENS // MIN_PAIR_COST + 1)}
+    r = ask(client, tiny, "hi")
+    assert r.status_code == 413 and "S1 input tokens" in r.json()["detail"]["message"]
