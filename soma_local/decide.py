@@ -196,9 +196,8 @@ def mean_log_odds(probs: Sequence[float]) -> float:
     """The windows' probabilities combined into one: sigmoid of their mean log-odds."""
     if len(probs) == 1:
         return probs[0]
-    eps = 1e-9
-    z = [math.log(min(max(p, eps), 1 - eps) / (1 - min(max(p, eps), 1 - eps))) for p in probs]
-    return sigmoid(sum(z) / len(z))
+    clipped = [min(max(p, 1e-9), 1 - 1e-9) for p in probs]  # a 0 or 1 keeps finite log-odds
+    return sigmoid(sum(math.log(p / (1 - p)) for p in clipped) / len(clipped))
 
 
 @dataclass
@@ -211,10 +210,7 @@ class Plan:
     costs: list[int] = field(default_factory=list)  # what each pair counts against the limit (pair_cost)
     questions: dict[str, tuple[NoulQuestion | ChoiceQuestion | ScoreQuestion, list[list[int]]]] = field(default_factory=dict)
     input_tokens: int = 0
-
-    @property
-    def cost(self) -> int:
-        return sum(self.costs)
+    cost: int = 0  # sum of costs
 
     def pair(self, statement: str, window: str, cost: int, index: dict[tuple[str, str], int]) -> int:
         key = (statement, window)
@@ -222,6 +218,7 @@ class Plan:
             index[key] = len(self.pairs)
             self.pairs.append(key)
             self.costs.append(cost)
+            self.cost += cost
         return index[key]
 
 
