@@ -12,6 +12,7 @@ from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, MIN_PAIR_COS
 from soma_local.s1.base import S1
 from soma_local.s1.factory import load_s1
 from soma_local.server import REQUEST_ID_HEADER, Running, batches, create_app
+from soma_local.state import format_state
 
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
 CHOICE = {"type": "choice", "instructions": "Which team should handle this?",
@@ -179,3 +180,12 @@ def test_many_tiny_questions_count_as_the_calls_they_cost(client):
     tiny = {f"q{i}": {"type": "noul", "instructions": f"ok {i}?"} for i in range(MAX_REQUEST_TOKENS // MIN_PAIR_COST + 1)}
     r = ask(client, tiny, "hi")
     assert r.status_code == 413 and "S1 input tokens" in r.json()["detail"]["message"]
+
+
+def test_an_s1_state_is_cut_the_soma_way_not_windowed(client, s1):
+    reasoning = "Step: add the numbers again and compare with the last result.\n" * 80  # > 512 tokens
+    state = format_state("What is 17 + 25?", reasoning)
+    cut = s1.state_for("What is 17 + 25?", reasoning, [NOUL["instructions"]])
+    assert len(s1.tokenizer.encode(state)) > s1.input_limit and cut.startswith("Task: What is 17 + 25?")
+    r = ask(client, {"q": NOUL}, state)
+    assert r.status_code == 200 and r.json()["answers"]["q"]["noul"] == pytest.approx(s1.score_states([(NOUL["instructions"], cut)])[0], abs=1e-5)
