@@ -18,6 +18,7 @@ from pathlib import Path
 from jevcompat.mock import FAULTS, MockConfig, Running
 
 from soma_local.cli import main as soma
+from soma_local.s1.jev import CUSTOM_KEY_ENV
 from soma_local.trace import RunEnd, Scan, read_trace
 
 KEYED = {"auth-x-api-key", "auth-plain", "auth-invalid-403-text"}  # observable only with a key
@@ -36,9 +37,9 @@ def run_mode(mode: str, args, out: Path) -> dict:
     cfg = mock_config(mode)
     trace, log = out / f"{mode}.jsonl", out / f"{mode}.log"
     trace.unlink(missing_ok=True)
-    env_key = os.environ.pop("TYPESAFE_API_KEY", None)
+    env_key = os.environ.pop(CUSTOM_KEY_ENV, None)
     if cfg.key:
-        os.environ["TYPESAFE_API_KEY"] = cfg.key
+        os.environ[CUSTOM_KEY_ENV] = cfg.key
     t0 = time.perf_counter()
     try:
         with Running(cfg) as mock, log.open("w") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
@@ -48,9 +49,9 @@ def run_mode(mode: str, args, out: Path) -> dict:
                 *(["--threads", str(args.threads)] if args.threads else []),
             ])
     finally:
-        os.environ.pop("TYPESAFE_API_KEY", None)
+        os.environ.pop(CUSTOM_KEY_ENV, None)
         if env_key is not None:
-            os.environ["TYPESAFE_API_KEY"] = env_key
+            os.environ[CUSTOM_KEY_ENV] = env_key
     records = list(read_trace(trace))
     end = records[-1] if records and isinstance(records[-1], RunEnd) else None
     scans = [r for r in records if isinstance(r, Scan)]

@@ -4,6 +4,15 @@ answered (they must all be 4xx, never 5xx) and the error count. Bounded: C*R req
 limit; the server runs in-process on a free 127.0.0.1 port.
 
     PYTHONPATH=. python benchmarks/serve_load.py [--s1 SPEC] [--clients 32] [--requests 4] [--bad-every 4]
+
+Mixed mode (``--heavy H``): H of the C clients send heavy requests (a 255-option choice over a
+1,900-character state, the issue-13 example) and the others one-question light requests, all in a
+loop for ``--duration`` seconds; then nothing new is sent and whatever is still running after
+``--drain`` more seconds is abandoned. Prints p50/p95/max of the light requests alone with heavy
+ones in flight (an abandoned light request counts at the time it had waited, a lower bound) and the
+share over the SDK's 10 s timeout. Uses only ``create_app(s1)``, so it runs on older code too:
+
+    PYTHONPATH=. python benchmarks/serve_load.py --clients 32 --heavy 4 --duration 60
 """
 
 from __future__ import annotations
@@ -34,6 +43,20 @@ BAD = [
     json.dumps({"model": "no-such-model", "state": "x", "questions": {"q": {"type": "noul", "instructions": "x"}}}).encode(),
     b"\xff\xfe not utf-8",
 ]
+
+
+HEAVY_STATE = " ".join(
+    f"Ticket {i}: the customer reports that order {1000 + i} arrived late, the invoice lists it twice, and "
+    "support has not answered for three days." for i in range(14)
+)[:1900]
+SDK_TIMEOUT = 10.0
+
+
+def heavy_body(i: int) -> bytes:
+    options = {f"Team {k}": f"Handles case family {k}" for k in range(255)}
+    return json.dumps({"model": "jev-latest", "state": f"{HEAVY_STATE} ({i})",
+                       "questions": {"team": {"type": "choice", "instructions": "Which team should handle this?",
+                                              "criteria": options}}}).encode()
 
 
 def good_body(i: int) -> bytes:
@@ -67,6 +90,55 @@ async def load(url: str, args) -> tuple[list, float]:
         return results, time.perf_counter() - t0
 
 
+async def mixed(url: str, args) -> tuple[list, float]:
+    """(kind, status, seconds) of every request, heavy and light clients looping until the deadline."""
+    results: list = []
+    started: dict[int, tuple[str, float]] = {}  # client -> (kind, start) of its request in flight
+    limits = httpx.Limits(max_connections=args.clients)
+    async with httpx.AsyncClient(base_url=url, timeout=args.timeout, limits=limits) as http:
+        t0 = time.perf_counter()
+        deadline = t0 + args.duration
+
+        async def loop(cid: int) -> None:
+            kind = "heavy" if cid < args.heavy else "light"
+            n = 0
+            while time.perf_counter() < deadline:
+                body = heavy_body(cid * 10_000 + n) if kind == "heavy" else good_body(cid * 10_000 + n)
+                n += 1
+                started[cid] = (kind, time.perf_counter())
+                try:
+                    resp = await http.post("/v1/systemone", content=body, headers={"Content-Type": "application/json"})
+                    status = resp.status_code
+                except httpx.HTTPError as exc:
+                    status = type(exc).__name__
+                results.append((kind, status, time.perf_counter() - started.pop(cid)[1]))
+
+        tasks = [asyncio.ensure_future(loop(c)) for c in range(args.clients)]
+        await asyncio.wait(tasks, timeout=args.duration + args.drain)
+        now = time.perf_counter()
+        for kind, start in started.values():
+            results.append((kind, "abandoned", now - start))
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return results, now - t0
+
+
+def report_mixed(results: list, wall: float, args) -> int:
+    light = sorted(t for kind, s, t in results if kind == "light" and s in (200, "abandoned"))
+    statuses = {kind: dict(Counter(str(s) for k, s, _ in results if k == kind)) for kind in ("light", "heavy")}
+    print(f"mixed load: {args.clients} clients ({args.heavy} heavy, {args.clients - args.heavy} light) for "
+          f"{args.duration:.0f}s + drain {args.drain:.0f}s, wall {wall:.1f}s")
+    print(f"statuses: light {statuses['light']} | heavy {statuses['heavy']}")
+    if light:
+        over = sum(t > SDK_TIMEOUT for t in light)
+        print(f"light requests: {len(light)} | p50 {pct(light, 50):.2f}s, p95 {pct(light, 95):.2f}s, max {light[-1]:.2f}s | "
+              f"over the SDK's {SDK_TIMEOUT:.0f}s timeout: {over} ({100 * over / len(light):.0f}%)")
+    fives = [s for _, s, _ in results if isinstance(s, int) and s >= 500]
+    print(f"5xx: {len(fives)}")
+    return 0 if not fives else 1
+
+
 def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
@@ -80,8 +152,18 @@ def main() -> int:
     parser.add_argument("--bad-every", type=int, default=4, help="every Nth request is malformed (0: none)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--wall-limit", type=float, default=1200.0, help="seconds for the whole run")
+    parser.add_argument("--heavy", type=int, default=0, help="mixed mode: this many clients send heavy requests")
+    parser.add_argument("--duration", type=float, default=60.0, help="mixed mode: seconds of sending")
+    parser.add_argument("--drain", type=float, default=30.0, help="mixed mode: seconds to wait for requests in flight")
     args = parser.parse_args()
     s1 = load_s1(args.s1, n_threads=args.threads)
+    if args.heavy:
+        with Running(create_app(s1)) as server:
+            results, wall = asyncio.run(mixed(server.url, args))
+        print(f"S1 {s1.name}")
+        code = report_mixed(results, wall, args)
+        s1.close()
+        return code
     with Running(create_app(s1)) as server:
         results, wall = asyncio.run(load(server.url, args))
     s1.close()

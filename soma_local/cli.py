@@ -11,6 +11,7 @@ from typing import get_args
 
 from soma_local.cli_tools import register as register_tools
 from soma_local.bench.cli import register as register_bench
+from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, Limits
 from soma_local.errors import SomaError
 from soma_local.supervise import Mode
 
@@ -159,6 +160,8 @@ def cmd_serve(args) -> int:
     from soma_local.s1.factory import load_s1
     from soma_local.server import serve
 
+    if min(args.max_state_tokens, args.max_request_tokens) < 1:
+        raise SomaError("--max-state-tokens and --max-request-tokens must be at least 1")
     key = os.environ.get(args.key_env) if args.key_env else None
     if args.key_env and not key:
         raise SomaError(f"--key-env {args.key_env}: that environment variable is empty")
@@ -168,7 +171,7 @@ def cmd_serve(args) -> int:
     print(f"soma serve: {s1.name} on http://{args.host}:{args.port}/v1/systemone"
           + (" (key required)" if key else " (no key)"), file=sys.stderr)
     serve(s1, host=args.host, port=args.port, api_key=key, max_body_bytes=args.max_body_bytes,
-          max_pending=args.max_pending)
+          max_pending=args.max_pending, limits=Limits(args.max_state_tokens, args.max_request_tokens))
     return 0
 
 
@@ -208,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--key-env", help="require Authorization: Bearer <the key in this environment variable>")
     srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request size limit (after zstd too)")
     srv.add_argument("--max-pending", type=int, default=64, help="queued requests before 529 overloaded")
+    srv.add_argument("--max-state-tokens", type=int, default=MAX_STATE_TOKENS,
+                     help="longest state read, in the S1's tokens (413 beyond); longer than the S1 window: read in windows")
+    srv.add_argument("--max-request-tokens", type=int, default=MAX_REQUEST_TOKENS,
+                     help="S1 input tokens one request may cost, options x state windows (413 beyond)")
     srv.add_argument("--threads", type=int, help="CPU threads for the S1 (default: all cores)")
     srv.add_argument("--n-gpu-layers", type=int, default=0, help="-1 offloads all layers")
     srv.set_defaults(func=cmd_serve)

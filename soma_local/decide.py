@@ -4,10 +4,25 @@ An S1 judges one statement about one state. A noul question is one statement; a 
 question becomes one statement per option or level ("instructions" + "Answer: option"), each scored
 by the same S1 and normalised into a distribution. Each question is scored on its own, from its own
 text only, so an answer cannot depend on its id, its siblings or their order (jevcompat SPEC 7).
+
+A state longer than the S1 reads at once is read in overlapping windows (``state_windows``): evenly
+spaced, the first at the state's start and the last at its end, neighbours sharing a quarter of a
+window. A statement's probability is then the sigmoid of its mean log-odds over the windows. That
+keeps P(not A) = 1 - P(A) whenever each window does, gives every part of the state the same weight,
+and equals the S1's own probability when the state fits one window. It works for any backend: it
+only needs the S1's tokenizer and input limit. An S1 state (``Task: ...\n\nReasoning so far: ...``)
+is instead cut the SOMA way, newest reasoning kept, exactly as the local loop reads it.
+
+``plan_request`` does the cheap part (tokenizing, windows, limits) and lists the (statement, window)
+pairs to score, so a server can score them in small batches between other requests' batches;
+``finish`` turns their probabilities into the answers.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from soma_local.errors import SomaError
@@ -28,8 +43,14 @@ from soma_local.jevwire import (
     is_probability,
     score_confidence,
 )
-from soma_local.s1.base import S1
-from soma_local.state import longest_tokens, parse_state
+from soma_local.s1.base import S1, sigmoid
+from soma_local.state import from_boundary, parse_state, to_boundary
+
+MAX_STATE_TOKENS = 4096  # hosted Jev reads 2,048 tokens; twice that leaves room for finer tokenizers
+MAX_REQUEST_TOKENS = 1 << 17  # S1 input tokens one request may cost: 255 options over a full window
+MIN_WINDOW_TOKENS = 64  # less room than this beside a question is no reading of a long state
+MIN_PAIR_COST = 64  # each S1 call costs at least this many tokens' time, however short its text
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class S1Unavailable(SomaError):
@@ -37,7 +58,24 @@ class S1Unavailable(SomaError):
 
 
 class StateTooLong(SomaError):
-    """A state that is not an S1 state and does not fit the S1's input limit."""
+    """A request this server will not read: a state over the limit, a question that leaves no room
+    for the state, or more S1 work than one request may cost (HTTP 413)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the S1, in the S1's own tokens."""
+
+    max_state_tokens: int = MAX_STATE_TOKENS
+    max_request_tokens: int = MAX_REQUEST_TOKENS
+
+
+def readable(text: str) -> str:
+    """Text a tokenizer can take: a lone UTF-16 surrogate (valid in JSON, not in UTF-8) becomes U+FFFD.
+
+    Only what the S1 reads is changed; ids and option names go back to the caller exactly as sent.
+    """
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def noul_statement(question: NoulQuestion) -> str:
@@ -101,41 +139,154 @@ def make_answer(question: NoulQuestion | ChoiceQuestion | ScoreQuestion, probs: 
     )
 
 
-def fit_state(s1: S1, state: str, statements: Sequence[str]) -> str:
-    """The state as this S1 will read it, or StateTooLong when state and questions cannot fit.
+class _Tokens:
+    """Token counts of one request's texts, each text encoded once."""
 
-    An S1 state (``Task: Q\\n\\nReasoning so far: H``, what our Jev adapter sends) is cut to this
-    S1's own input limit the SOMA way: task kept whole, oldest reasoning dropped. Any other state is
-    read as-is if it fits and refused if it does not, because no cut of arbitrary text is safe. Room
-    is kept for the longest statement of the request, so all its questions read the same state.
+    def __init__(self, s1: S1):
+        self.s1, self._ids = s1, {}
+
+    def ids(self, text: str) -> list[int]:
+        if text not in self._ids:
+            self._ids[text] = self.s1.tokenizer.encode(text)
+        return self._ids[text]
+
+    def count(self, text: str) -> int:
+        return len(self.ids(text))
+
+
+def state_windows(ids: Sequence[int], decode, room: int) -> list[str]:
+    """Overlapping windows of ``room`` tokens over a state of ``ids`` tokens (see the module doc).
+
+    Inner cuts move to the nearest word boundary; the overlap makes sure nothing falls between.
     """
-    room = s1.input_limit - longest_tokens(statements, s1.tokenizer) - s1.template_tokens
-    parsed = parse_state(state)
-    if parsed is not None:
-        state = s1.state_for(*parsed, statements)
-    tokens = len(s1.tokenizer.encode(state))
-    if tokens > room:
-        raise StateTooLong(
-            f"state ({tokens} tokens) and the longest question do not fit this S1 ({s1.name}): "
-            f"it reads at most {s1.input_limit} tokens, {max(0, room)} left for the state"
-        )
-    return state
+    stride = room - room // 4
+    n = math.ceil((len(ids) - room) / stride) + 1
+    starts = [round(k * (len(ids) - room) / (n - 1)) for k in range(n)]
+    windows = []
+    for k, start in enumerate(starts):
+        text = decode(ids[start : start + room])
+        if k > 0:
+            text = from_boundary(text)
+        if k < n - 1:
+            text = to_boundary(text)
+        windows.append(text)
+    return windows
 
 
-def answer_request(s1: S1, request: SystemOneRequest, model: str) -> SystemOneResponse:
-    """Answer every question of a request with ``s1``, one S1 call per question."""
-    text = as_text(request.state)
-    per_question = {qid: statements(q) for qid, q in request.questions.items()}
+def _fit_windows(tokens: _Tokens, state: str, room: int) -> list[str]:
+    """``state_windows`` whose re-encoded length fits ``room`` (decoding can change the tokens)."""
+    ids = tokens.ids(state)
+    size = room
+    for _ in range(4):
+        windows = state_windows(ids, tokens.s1.tokenizer.decode, size)
+        over = max(tokens.count(w) for w in windows) - room
+        if over <= 0:
+            return windows
+        size -= over + 1
+    return windows  # still a token or two over: the backend's own truncation takes that last bit
+
+
+def pair_cost(tokens: int) -> int:
+    """What scoring one (statement, window) pair counts against a request's limit: its S1 input
+    tokens, but never less than MIN_PAIR_COST, so 20,000 one-word questions are not cheap."""
+    return max(tokens, MIN_PAIR_COST)
+
+
+def mean_log_odds(probs: Sequence[float]) -> float:
+    """The windows' probabilities combined into one: sigmoid of their mean log-odds."""
+    if len(probs) == 1:
+        return probs[0]
+    clipped = [min(max(p, 1e-9), 1 - 1e-9) for p in probs]  # a 0 or 1 keeps finite log-odds
+    return sigmoid(sum(math.log(p / (1 - p)) for p in clipped) / len(clipped))
+
+
+@dataclass
+class Plan:
+    """What the S1 must score for one request: distinct (statement, state window) pairs, and for each
+    question and statement the pairs whose probabilities make its answer."""
+
+    model: str
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    costs: list[int] = field(default_factory=list)  # what each pair counts against the limit (pair_cost)
+    questions: dict[str, tuple[NoulQuestion | ChoiceQuestion | ScoreQuestion, list[list[int]]]] = field(default_factory=dict)
+    input_tokens: int = 0
+    cost: int = 0  # sum of costs
+
+    def pair(self, statement: str, window: str, cost: int, index: dict[tuple[str, str], int]) -> int:
+        key = (statement, window)
+        if key not in index:
+            index[key] = len(self.pairs)
+            self.pairs.append(key)
+            self.costs.append(cost)
+            self.cost += cost
+        return index[key]
+
+
+def plan_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits = Limits()) -> Plan:
+    """Tokenize, cut or window the state for each question, check the limits (StateTooLong), and list
+    the pairs to score.
+
+    Each question gets windows as large as its own longest statement allows, so its answer does not
+    depend on its siblings. An S1 state is cut once for the request, the SOMA way, with room for the
+    longest statement of any question (as the local loop cuts it for all monitors of a pause).
+    """
+    tokens = _Tokens(s1)
+    text = readable(as_text(request.state))
+    per_question = {qid: [readable(s) for s in statements(q)] for qid, q in request.questions.items()}
     every = [s for sts in per_question.values() for s in sts]
-    state = fit_state(s1, text, every)
-    answers: dict[str, Answer] = {}
+    parsed = parse_state(text)
+    if parsed is not None:
+        text = s1.state_for(*parsed, every)
+    state_tokens = tokens.count(text)
+    if parsed is None and state_tokens > limits.max_state_tokens:
+        raise StateTooLong(
+            f"state is {state_tokens} tokens; this server reads states up to {limits.max_state_tokens} tokens"
+        )
+    plan = Plan(model=model, input_tokens=state_tokens + sum(tokens.count(s) for s in every))
+    index: dict[tuple[str, str], int] = {}
+    windows_by_room: dict[int, list[str]] = {}
     for qid, question in request.questions.items():
         sts = per_question[qid]
-        probs = s1.score_states([(s, state) for s in sts])
-        bad = [p for p in probs if not is_probability(p)]
-        if len(probs) != len(sts) or bad:
-            raise S1Unavailable(f"S1 {s1.name} gave no usable probability ({s1.last_error or bad[:1]})")
-        answers[qid] = make_answer(question, probs)
-    tok = s1.tokenizer
-    usage = Usage(input_tokens=len(tok.encode(state)) + sum(len(tok.encode(s)) for s in every), output_tokens=0)
-    return SystemOneResponse(model=model, answers=answers, usage=usage)
+        longest = max(tokens.count(s) for s in sts)
+        room = s1.input_limit - longest - s1.template_tokens
+        if state_tokens <= room:
+            windows = [text]
+        elif room < MIN_WINDOW_TOKENS or parsed is not None:
+            raise StateTooLong(
+                f"question {qid!r} has a {longest}-token statement: with the state ({state_tokens} tokens) "
+                f"it does not fit this S1 ({s1.name}), which reads at most {s1.input_limit} tokens"
+            )
+        else:
+            if room not in windows_by_room:
+                windows_by_room[room] = _fit_windows(tokens, text, room)
+            windows = windows_by_room[room]
+        rows = [
+            [plan.pair(s, w, pair_cost(tokens.count(s) + tokens.count(w) + s1.template_tokens), index) for w in windows]
+            for s in sts
+        ]
+        plan.questions[qid] = (question, rows)
+        if plan.cost > limits.max_request_tokens:
+            break
+    if plan.cost > limits.max_request_tokens:
+        raise StateTooLong(
+            f"this request needs more than {limits.max_request_tokens} S1 input tokens (options x state "
+            f"windows, {plan.cost} counted so far); send fewer options or questions, or a shorter state"
+        )
+    return plan
+
+
+def finish(plan: Plan, probs: Sequence[float | None], s1: S1) -> SystemOneResponse:
+    """The response from the S1's probability for each of ``plan.pairs``."""
+    bad = [p for p in probs if not is_probability(p)]
+    if len(probs) != len(plan.pairs) or bad:
+        raise S1Unavailable(f"S1 {s1.name} gave no usable probability ({s1.last_error or bad[:1]})")
+    answers: dict[str, Answer] = {}
+    for qid, (question, rows) in plan.questions.items():
+        answers[qid] = make_answer(question, [mean_log_odds([probs[i] for i in row]) for row in rows])
+    return SystemOneResponse(model=plan.model, answers=answers, usage=Usage(input_tokens=plan.input_tokens, output_tokens=0))
+
+
+def answer_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits = Limits()) -> SystemOneResponse:
+    """Answer every question of a request with ``s1`` in one go (no interleaving with others)."""
+    plan = plan_request(s1, request, model, limits)
+    return finish(plan, s1.score_states(plan.pairs), s1)

@@ -5,35 +5,48 @@ leaves the machine. The wire format and error shapes are TypeSafe's as jevcompat
 422 ``{"detail": [...]}`` for invalid bodies (FastAPI's own shape, which the official API uses),
 ``{"detail": {"error_type", "message"}}`` for everything else, never a 5xx for a bad request.
 
-The S1 backend runs on one worker thread: llama.cpp contexts (and most model objects) are not
-thread-safe, and one model on one CPU gains nothing from interleaving requests. Requests queue for
-it; past ``max_pending`` the server answers 529 (overloaded) with ``Retry-After`` so clients back off
-instead of timing out.
+The S1 backend runs on one worker thread: llama.cpp contexts (and most model objects, tokenizers
+included) are not thread-safe. Each request is a series of small work units on it: a plan
+(tokenizing, state windows, limits; ``decide.plan_request``), then batches of at most
+``unit_tokens`` S1 input tokens. Between units the worker goes to the request that has had the least
+S1 work (``turns.py``), so a one-question request waits for at most the unit in progress, not for a
+255-option one; a request whose client has gone is dropped at the next unit. One request may cost at
+most ``Limits.max_request_tokens`` S1 tokens and a state at most ``Limits.max_state_tokens`` (413
+beyond). Past ``max_pending`` requests in flight the server answers 529 (overloaded) with
+``Retry-After`` so clients back off instead of timing out. Every response carries an
+``x-typesafe-request-id``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import json
+import secrets
 import threading
 import time
 from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
+from typing import Any, Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from starlette.datastructures import Headers
+from pydantic import ValidationError
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from soma_local.decide import S1Unavailable, StateTooLong, answer_request
+from soma_local.decide import Limits, Plan, S1Unavailable, StateTooLong, finish, plan_request
 from soma_local.jevwire import MODEL_ALIASES, ErrorBody, ErrorDetail, ModelInfo, ModelList, SystemOneRequest
 from soma_local.s1.base import S1
+from soma_local.turns import Turns
 
 DEFAULT_MAX_BODY = 1 << 20  # bytes, after decompression too
 DEFAULT_MAX_PENDING = 64
+DEFAULT_UNIT_TOKENS = 1024  # S1 input tokens per work unit: about 0.4 s of MiniLM on one busy core
+REQUEST_ID_HEADER = "x-typesafe-request-id"
 
 
 class JevHTTPError(Exception):
@@ -42,9 +55,39 @@ class JevHTTPError(Exception):
         self.status, self.error_type, self.message, self.headers = status, error_type, message, headers
 
 
+class JevJSONResponse(JSONResponse):
+    """UTF-8 JSON; \\u escapes only when the content holds a lone surrogate (which UTF-8 cannot carry),
+    so an id or option name sent as ``"\\ud800"`` comes back exactly as sent."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def error_response(status: int, error_type: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     body = ErrorBody(detail=ErrorDetail(error_type=error_type, message=message))
-    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+    return JevJSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+class RequestId:
+    """``x-typesafe-request-id`` on every response (the SDK puts it in its error messages)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        request_id = "req_" + secrets.token_hex(12)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
 
 
 class AuthGate:
@@ -124,16 +167,76 @@ class BodyGate:
         await self.app(scope, replay, send)
 
     def _unzstd(self, data: bytes) -> bytes:
-        """At most ``max_bytes + 1`` decompressed bytes, so a small bomb cannot fill memory."""
+        """Every frame, decompressed, but at most ``max_bytes + 1`` bytes and a window no larger than a
+        body may be, so a small bomb cannot fill memory."""
         import io
 
         import zstandard
 
+        window = 1 << max(20, (self.max_bytes - 1).bit_length())  # a power of two, at least 1 MiB
+        out = bytearray()
         try:
-            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
-                return reader.read(self.max_bytes + 1)
+            decompressor = zstandard.ZstdDecompressor(max_window_size=window)
+            with decompressor.stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
+                while len(out) <= self.max_bytes:
+                    chunk = reader.read(self.max_bytes + 1 - len(out))
+                    if not chunk:
+                        break
+                    out += chunk
         except zstandard.ZstdError as exc:
             raise ValueError(str(exc)) from None
+        if not out and data:
+            raise ValueError("no zstd frame holds any data")
+        return bytes(out)
+
+
+def _validation_error(errors: Sequence[dict]) -> RequestValidationError:
+    """FastAPI's 422 for errors pydantic or the JSON parser found in the body."""
+    return RequestValidationError([{**e, "loc": ("body", *e.get("loc", ()))} for e in errors])
+
+
+def read_request(body: bytes, content_type: str) -> SystemOneRequest:
+    """The request in ``body``, or the error the official API gives for it (422 validation shape)."""
+    if content_type.split(";")[0].strip().lower().startswith("multipart/"):
+        raise JevHTTPError(415, "unsupported_feature", "Image assets (multipart/form-data) are not supported: this "
+                           "server answers text states only. Send the request as application/json.")
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too deep
+        where = getattr(exc, "pos", 0)
+        raise _validation_error([{"loc": (where,), "msg": "JSON decode error", "type": "json_invalid"}]) from None
+    if isinstance(data, dict) and data.get("assets"):
+        raise JevHTTPError(422, "unsupported_feature", "Image assets are not supported: this server answers text "
+                           "states only (remove 'assets').")
+    questions = data.get("questions") if isinstance(data, dict) else None
+    if isinstance(questions, dict) and any(isinstance(q, dict) and q.get("type") == "box" for q in questions.values()):
+        raise JevHTTPError(422, "unsupported_feature", "'box' questions read images, which this server does not "
+                           "support: it answers noul, choice and score questions about text.")
+    try:
+        return SystemOneRequest.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(exc.errors(include_url=False, include_input=False, include_context=False)) from None
+    except RecursionError:
+        raise _validation_error([{"loc": (), "msg": "Input is nested too deeply", "type": "recursion_loop"}]) from None
+
+
+def batches(costs: Sequence[int], limit: int) -> list[range]:
+    """Consecutive index ranges of at most ``limit`` total cost (one item at least)."""
+    out, start, total = [], 0, 0
+    for i, cost in enumerate(costs):
+        if i > start and total + cost > limit:
+            out.append(range(start, i))
+            start, total = i, 0
+        total += cost
+    if start < len(costs):
+        out.append(range(start, len(costs)))
+    return out
+
+
+async def _client_gone(request: Request) -> None:
+    """Returns when the client disconnects (the body has been read, so only that can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(
@@ -142,13 +245,15 @@ def create_app(
     api_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY,
     max_pending: int = DEFAULT_MAX_PENDING,
+    limits: Limits = Limits(),
+    unit_tokens: int = DEFAULT_UNIT_TOKENS,
 ) -> FastAPI:
     """The Jev-compatible app for ``s1``. The model it answers as is the S1's name; the SDKs'
     default aliases (``jev-latest``, ``jev-preview``) resolve to it."""
     model = s1.name
     accepted = {model, *MODEL_ALIASES}
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="s1")
-    turn = asyncio.Lock()  # requests take turns on the S1, in arrival order
+    turns = Turns()
     pending = 0
     released = date.today().isoformat()
 
@@ -158,7 +263,8 @@ def create_app(
         worker.shutdown(wait=False)
 
     app = FastAPI(
-        title="soma-local S1 (Jev-compatible)", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+        title="soma-local S1 (Jev-compatible)", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan,
+        default_response_class=JevJSONResponse,
     )
 
     @app.exception_handler(JevHTTPError)
@@ -174,7 +280,7 @@ def create_app(
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's HTTPValidationError shape, without echoing inputs (a state can be large).
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-        return JSONResponse({"detail": errors}, status_code=422)
+        return JevJSONResponse({"detail": errors}, status_code=422)
 
     @app.exception_handler(Exception)
     async def _internal(_: Request, exc: Exception) -> JSONResponse:
@@ -184,32 +290,58 @@ def create_app(
     async def models() -> JSONResponse:
         entries = [ModelInfo(name=model, description=f"soma-local S1 ({model})", release_date=released)]
         entries += [ModelInfo(name=alias, description=f"alias of {model}", release_date=released) for alias in MODEL_ALIASES]
-        return JSONResponse(ModelList(models=entries).model_dump())
+        return JevJSONResponse(ModelList(models=entries).model_dump())
+
+    async def on_worker(job, fn: Callable[[], Any]) -> Any:
+        async with turns.turn(job):
+            return await asyncio.get_running_loop().run_in_executor(worker, fn)
+
+    def score(plan: Plan, unit: range) -> list[float | None]:
+        return s1.score_states([plan.pairs[i] for i in unit])
+
+    def start(body: SystemOneRequest) -> tuple[Plan, list[range], list[float | None]]:
+        """The first unit: the plan, and the scores too when they fit one unit (a light request)."""
+        plan = plan_request(s1, body, model, limits)
+        units = batches(plan.costs, unit_tokens)
+        return plan, units, score(plan, units[0]) if len(units) == 1 else []
+
+    async def answer(body: SystemOneRequest) -> JSONResponse:
+        job = turns.job()
+        plan, units, probs = await on_worker(job, lambda: start(body))
+        job.done += 1  # planned: from here on, requests not yet planned go first
+        rest = units if len(units) > 1 else []  # one unit: scored with the plan already
+        for unit in rest:
+            probs += await on_worker(job, lambda: score(plan, unit))
+            job.done += sum(plan.costs[i] for i in unit)
+        return JevJSONResponse(finish(plan, probs, s1).model_dump())
 
     @app.post("/v1/systemone")
-    async def systemone(body: SystemOneRequest, request: Request) -> Response:
+    async def systemone(request: Request) -> Response:
         nonlocal pending
+        body = read_request(await request.body(), request.headers.get("content-type", ""))
         if body.model not in accepted:
             raise JevHTTPError(400, "api_usage_error", f"Unknown model {body.model!r}; this server answers {sorted(accepted)}.")
         if pending >= max_pending:
             raise JevHTTPError(529, "overloaded_error", "The S1 is busy; retry shortly.", {"Retry-After": "1"})
         pending += 1
+        work, gone = asyncio.ensure_future(answer(body)), asyncio.ensure_future(_client_gone(request))
         try:
-            async with turn:
-                # A client that timed out while queued (and is retrying) would waste the S1's time.
-                if await request.is_disconnected():
-                    return Response(status_code=499)
-                response = await asyncio.get_running_loop().run_in_executor(worker, answer_request, s1, body, model)
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():  # the client has gone: stop at the next unit
+                work.cancel()
+                return Response(status_code=499)
+            return work.result()
         except StateTooLong as exc:
             raise JevHTTPError(413, "request_too_large", str(exc)) from None
         except S1Unavailable as exc:
             raise JevHTTPError(503, "s1_unavailable", str(exc), {"Retry-After": "1"}) from None
         finally:
+            gone.cancel()
             pending -= 1
-        return JSONResponse(response.model_dump(mode="json"))
 
     app.add_middleware(BodyGate, max_bytes=max_body_bytes)
-    app.add_middleware(AuthGate, key=api_key)  # added last: runs first
+    app.add_middleware(AuthGate, key=api_key)
+    app.add_middleware(RequestId)  # added last: runs first
     return app
 
 

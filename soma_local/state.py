@@ -53,15 +53,32 @@ def build_state(
     ids = tokenizer.encode(reasoning)
     if len(ids) <= budget:
         return head + reasoning
-    tail = tokenizer.decode(ids[len(ids) - budget :])
-    # Decoding a cut token sequence can start mid-character or mid-word; begin at the next line or
-    # word boundary when one is near, so S1 does not read a fragment as a statement.
+    return head + from_boundary(tokenizer.decode(ids[len(ids) - budget :]))
+
+
+BOUNDARY_REACH = 64  # characters searched for a line or word boundary at a cut
+
+
+def from_boundary(text: str) -> str:
+    """Text cut out of a longer one, begun at its first line or word boundary when one is near.
+
+    Decoding a cut token sequence can start mid-character or mid-word, and S1 should not read a
+    fragment as a statement.
+    """
     for sep in ("\n", " "):
-        cut = tail.find(sep)
-        if 0 <= cut < 64:
-            tail = tail[cut + 1 :]
-            break
-    return head + tail
+        cut = text.find(sep)
+        if 0 <= cut < BOUNDARY_REACH:
+            return text[cut + 1 :]
+    return text
+
+
+def to_boundary(text: str) -> str:
+    """``from_boundary`` for the end of a cut: ended at its last line or word boundary when near."""
+    for sep in ("\n", " "):
+        cut = text.rfind(sep)
+        if cut >= 0 and len(text) - cut <= BOUNDARY_REACH:
+            return text[:cut]
+    return text
 
 
 def longest_tokens(texts: Sequence[str], tokenizer: TokenCounter) -> int:

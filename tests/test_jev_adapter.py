@@ -11,7 +11,7 @@ from soma_local.errors import S1Error
 from soma_local.models import GgufTokenizer
 from soma_local.s1.base import S1Query
 from soma_local.s1.factory import load_s1
-from soma_local.s1.jev import JevS1, RetryPolicy
+from soma_local.s1.jev import CUSTOM_KEY_ENV, JevS1, RetryPolicy, resolve_endpoint
 
 TASK = "A train leaves at 3 pm and travels 120 km at 60 km/h. When does it arrive?"
 REASONING = "120 / 60 = 2 hours, so 5 pm.\nLet me double-check: 60 km/h for 2 hours is 120 km. Yes, 5 pm.\n"
@@ -146,3 +146,29 @@ def test_factory_needs_a_key_for_hosted_jev_and_reads_base_urls(monkeypatch, smo
     assert s1.url == "http://127.0.0.1:8787/v1/systemone" and s1.input_limit == 2048
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
     assert load_s1("jev:openrouter").url == "https://openrouter.ai/api/v1/systemone"
+
+
+def test_credentials_in_a_url_are_never_shown_and_still_used(tokenizer, clean_probs):
+    with Running(MockConfig()) as mock:
+        s1 = adapter(mock.url.replace("http://", "http://user:SECRET-PW@"), tokenizer)
+        assert s1.score(QUERIES) == clean_probs
+        s1.close()
+    shown = f"{s1.name} {s1.base_url} {s1.url} {s1.last_error}"
+    assert "SECRET" not in shown and "user:***@" in s1.name
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    failing = adapter(f"http://u:SECRET-PW@127.0.0.1:{port}", tokenizer, retry=RetryPolicy(max_retries=0))
+    assert failing.score(QUERIES) == [None, None] and "SECRET" not in failing.last_error
+
+
+def test_a_custom_url_gets_its_own_key_variable_never_a_hosted_key(monkeypatch):
+    monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
+    monkeypatch.delenv("TYPESAFE_BASE_URL", raising=False)
+    assert resolve_endpoint("http://127.0.0.1:8000") == ("http://127.0.0.1:8000", CUSTOM_KEY_ENV)
+    assert resolve_endpoint("")[1] == "TYPESAFE_API_KEY"
+    monkeypatch.setenv("TYPESAFE_BASE_URL", "http://127.0.0.1:8787")
+    assert resolve_endpoint("typesafe") == ("http://127.0.0.1:8787", "TYPESAFE_API_KEY")  # the SDK's own variable pair
+    with pytest.raises(S1Error, match=r"\*\*\*") as err:
+        resolve_endpoint("ftp://u:SECRET@host")
+    assert "SECRET" not in str(err.value)

@@ -119,7 +119,7 @@ def test_zstd_bodies_get_the_same_answer_as_plain_ones(server):
     assert packed.json()["answers"]["q"]["noul"] == pytest.approx(plain.json()["answers"]["q"]["noul"], abs=LLAMA_TOL)
 
 
-def test_long_states_are_cut_the_soma_way_or_refused(smollm_path):
+def test_long_states_are_cut_the_soma_way_or_read_in_windows(smollm_path):
     short = ReadoutS1(smollm_path, n_threads=1, input_limit=256)
     reasoning = "Step: add the numbers again and compare with the last result.\n" * 40  # > 256 tokens
     soma_state = format_state("What is 17 + 25?", reasoning)
@@ -132,8 +132,9 @@ def test_long_states_are_cut_the_soma_way_or_refused(smollm_path):
         huge_question = ask(client, {"q": {"type": "noul", "instructions": reasoning}}, state="short")
     short.close()
     assert r.status_code == 200 and r.json()["answers"]["q"]["noul"] == pytest.approx(expected, abs=LLAMA_TOL)
-    assert plain.status_code == 413 and "reads at most 256" in plain.json()["detail"]["message"]
+    assert plain.status_code == 200 and 0 <= plain.json()["answers"]["q"]["noul"] <= 1  # read in windows
     assert huge_question.status_code == 413  # a question longer than the S1 reads: refused, not a crash
+    assert "reads at most 256 tokens" in huge_question.json()["detail"]["message"]
 
 
 def test_auth_on_refuses_missing_and_wrong_keys(s1):

@@ -17,7 +17,7 @@ from soma_local.jevwire import (
     choice_confidence,
     score_confidence,
 )
-from soma_local.s1.jev import JevFailure, RetryPolicy, read_nouls, retry_after
+from soma_local.s1.jev import JevFailure, RetryPolicy, error_text, read_nouls, redact_url, retry_after
 from soma_local.state import format_state, parse_state
 
 question = TypeAdapter(Question).validate_python
@@ -135,3 +135,21 @@ def test_read_nouls_keeps_good_answers_and_names_each_bad_one():
 def test_read_nouls_fails_the_whole_reply_when_there_are_no_answers(body):
     with pytest.raises(JevFailure):
         read_nouls(body, ["m0"])
+
+
+def test_error_text_reads_every_error_shape_the_sdk_reads():
+    assert error_text({"detail": {"error_type": "authentication_error", "message": "bad key"}}) == "authentication_error: bad key"
+    assert error_text({"detail": [{"loc": ["body", "state"], "msg": "Field required"}]}).startswith("validation: Field required")
+    assert error_text({"detail": "Not Found"}) == "Not Found"
+    assert error_text({"error": "bad key"}) == "bad key"
+    assert error_text({"error": {"message": "slow down", "type": "rate_limit"}}) == "rate_limit: slow down"
+    assert error_text({"error": {"message": "x", "code": 400}}) == "400: x"
+    assert error_text({"message": "overloaded"}) == "overloaded"
+    assert error_text({"other": 1}) is None and error_text([1]) is None
+
+
+def test_redact_url_hides_passwords_and_query_values():
+    assert redact_url("http://user:SECRET@host:8000/api") == "http://user:***@host:8000/api"
+    assert redact_url("https://TOKEN@host") == "https://***@host"
+    assert redact_url("http://host/v1?key=SECRET&x=1") == "http://host/v1?key=***&x=***"
+    assert redact_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000"

@@ -7,7 +7,10 @@ official SDK (10 s per attempt, 2 retries on 408/429/5xx and transport errors, 0
 with 25 % jitter, ``retry-after-ms``/``retry-after`` honoured, 30 s budget), so the hosted service
 sees the client it expects. A failed request is never an exception: its probabilities are ``None``,
 ``last_error`` says why, and the scan counts as missing. The API key is read from the environment
-and lives only in the request header: never in ``name``, errors, logs or traces.
+and lives only in the request header: never in ``name``, errors, logs or traces. Each endpoint has
+its own key variable, so a hosted service's key never goes to a URL the user typed unless they put it
+in that URL's variable themselves. Credentials inside a URL (``user:pass@``, ``?key=``) are redacted
+wherever the URL is shown.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Mapping, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import httpx
 
@@ -38,6 +41,7 @@ PRESETS = {
     "typesafe": ("https://api.typesafe.ai", "TYPESAFE_API_KEY"),
     "openrouter": ("https://openrouter.ai/api", "OPENROUTER_API_KEY"),
 }
+CUSTOM_KEY_ENV = "SOMA_JEV_API_KEY"  # the key sent to a Jev server given by URL (`jev:http://...`)
 HOSTED = {"api.typesafe.ai", "openrouter.ai"}  # hosts that always need a key
 MIN_COMPRESSED_BODY = 1024  # the SDK compresses bodies from 1 KiB
 
@@ -129,28 +133,68 @@ def read_nouls(body: bytes, ids: Sequence[str]) -> JevReply:
     return reply
 
 
-def _error_text(response: httpx.Response) -> str:
-    """The server's error type and message, short; never the request (which carries the key)."""
-    try:
-        detail = response.json().get("detail")
-    except (ValueError, AttributeError):
-        return response.text[:160]
+def error_text(body: object) -> str | None:
+    """What an error body says, in the shapes the official SDK reads: ``detail`` (an object with
+    ``error_type``/``message``, a validation list or a string), ``error`` (a string or an object
+    with ``message``/``type``/``code``) or a bare ``message``. None when it says nothing we know."""
+    if not isinstance(body, dict):
+        return None
+    detail, error, message = body.get("detail"), body.get("error"), body.get("message")
     if isinstance(detail, dict):
-        return f"{detail.get('error_type', '')}: {detail.get('message', '')}"[:160]
+        return f"{detail.get('error_type', '')}: {detail.get('message', '')}"
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        return f"validation: {detail[0].get('msg')} at {detail[0].get('loc')}"[:160]
-    return str(detail)[:160]
+        return f"validation: {detail[0].get('msg')} at {detail[0].get('loc')}"
+    if isinstance(detail, str):
+        return detail
+    if isinstance(error, dict):
+        kind = error.get("type") or error.get("code") or ""
+        return f"{kind}: {error.get('message', '')}" if kind else str(error.get("message", error))
+    if isinstance(error, str):
+        return error if not isinstance(message, str) else f"{error}: {message}"
+    if isinstance(message, str):
+        return message
+    return None
+
+
+def _error_text(response: httpx.Response) -> str:
+    """The server's error, short; never the request (which carries the key)."""
+    try:
+        said = error_text(response.json())
+    except ValueError:
+        said = None
+    return (response.text if said is None else said)[:160]
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown or stored: a password in it and every query value become ``***``."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}:***@{host}" if ":" in userinfo else f"***@{host}"
+    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def resolve_endpoint(arg: str) -> tuple[str, str]:
-    """(base URL, key variable) for ``jev[:typesafe|openrouter|BASE_URL]``."""
+    """(base URL, key variable) for ``jev[:typesafe|openrouter|BASE_URL]``.
+
+    TypeSafe's key goes to TypeSafe's URL (or to TYPESAFE_BASE_URL, as the SDK does), OpenRouter's
+    to OpenRouter; a URL typed after ``jev:`` gets ``SOMA_JEV_API_KEY`` only, never a hosted key.
+    """
     if arg in ("", "typesafe"):
         return os.environ.get("TYPESAFE_BASE_URL") or PRESETS["typesafe"][0], PRESETS["typesafe"][1]
     if arg in PRESETS:
         return PRESETS[arg]
-    if urlsplit(arg).scheme in ("http", "https") and urlsplit(arg).hostname:
-        return arg, "TYPESAFE_API_KEY"
-    raise S1Error(f"jev: '{arg}' is neither typesafe, openrouter nor an http(s) base URL")
+    try:
+        parts = urlsplit(arg)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:  # e.g. a port that is not a number
+        ok = False
+    if ok:
+        return arg, CUSTOM_KEY_ENV
+    raise S1Error(f"jev: '{redact_url(arg)}' is neither typesafe, openrouter nor an http(s) base URL")
 
 
 class JevS1(S1):
@@ -163,7 +207,7 @@ class JevS1(S1):
         tokenizer: TokenCounter,
         *,
         api_key: str | None = None,
-        key_env: str = "TYPESAFE_API_KEY",
+        key_env: str = CUSTOM_KEY_ENV,
         model: str = "jev-latest",
         input_limit: int = 2048,
         timeout: float = 10.0,
@@ -171,11 +215,18 @@ class JevS1(S1):
         max_concurrency: int = 4,
         compress: bool = False,
     ):
-        self.base_url = base_url.rstrip("/")
-        self.url = self.base_url + SYSTEM_ONE_PATH
+        parts = urlsplit(base_url.rstrip("/"))
+        self._post_url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], path=parts.path + SYSTEM_ONE_PATH))
+        self.base_url = redact_url(base_url.rstrip("/"))  # for display and traces
+        self.url = redact_url(self._post_url)
         key = api_key or os.environ.get(key_env) or None
-        if key is None and urlsplit(self.base_url).hostname in HOSTED:
+        if key is None and parts.hostname in HOSTED:
             raise S1Error(f"jev: {self.base_url} needs an API key; set {key_env}")
+        # A user and password in the URL travel as HTTP basic auth (unless a key is sent), so the URL
+        # this object keeps holds neither.
+        auth = None
+        if "@" in parts.netloc and key is None:
+            auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
         self.name = f"jev:{self.base_url}"
         self.model = model
         self.input_limit = input_limit
@@ -191,6 +242,7 @@ class JevS1(S1):
             headers["Authorization"] = f"Bearer {key}"
         self._http = httpx.Client(
             headers=headers,
+            auth=auth,
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_concurrency),
             follow_redirects=False,
@@ -225,7 +277,7 @@ class JevS1(S1):
             retry_headers = {"X-TypeSafe-Retry-Count": str(attempt - 1)} if attempt > 1 else {}
             try:
                 with self._slots:
-                    response = self._http.post(self.url, content=body, headers={**headers, **retry_headers})
+                    response = self._http.post(self._post_url, content=body, headers={**headers, **retry_headers})
             except httpx.TimeoutException:
                 why, named = f"timed out after {self._http.timeout.read:g}s", {}
             except httpx.TransportError as exc:
