@@ -1,10 +1,14 @@
-"""AUROC / ECE / Brier of an S1 backend on the labelled S1 states (default: s1_labels/gold_dev.jsonl).
+"""AUROC / ECE / Brier of S1 backends on labelled S1 states, side by side (default: s1_labels/gold_dev.jsonl).
 
-    python benchmarks/s1_eval.py --s1 classifier
-    python benchmarks/s1_eval.py --s1 readout          # the SmolLM2 yes/no readout (slow on a CPU)
+    python benchmarks/s1_eval.py                                   # the shipped classifier
+    python benchmarks/s1_eval.py --s1 classifier --s1 classifier:minilm-rules --s1 keywords
+    python benchmarks/s1_eval.py --s1 readout                      # the SmolLM2 yes/no readout (slow on a CPU)
 
 Each state is scored for the monitor it was labelled for, with that monitor's statement from
 ``monitors/``; labels are the reader's probabilities (p >= 0.5 counts as positive for AUROC).
+``keywords`` is the untrained baseline every S1 must beat: the number of monitor keywords (re-check
+phrases for overthinking, doubt and assumption phrases for unanswerable) in the last 2,000 characters
+of the reasoning. It ranks but is not a probability, so it has no ECE or Brier.
 """
 
 from __future__ import annotations
@@ -23,14 +27,36 @@ from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.temperature import evaluate  # noqa: E402
-from training.examples import read_labelled  # noqa: E402
+from soma_local.temperature import auroc, evaluate  # noqa: E402
+from training.examples import Example, read_labelled  # noqa: E402
+from training.labels import _ATTEMPT, _DOUBT, _RECHECK  # noqa: E402
+
+KEYWORDS = "keywords"
+_PATTERNS = {"overthinking": [_RECHECK], "unanswerable": [_DOUBT, _ATTEMPT]}
+
+
+def keyword_scores(examples: list[Example]) -> np.ndarray:
+    return np.array([float(sum(len(p.findall(e.reasoning[-2000:])) for p in _PATTERNS[e.monitor])) for e in examples])
+
+
+def s1_scores(spec: str, examples: list[Example], statements: dict[str, str]) -> tuple[str, np.ndarray, float]:
+    """(name, p per state with NaN for a failed scan, seconds per state)."""
+    s1 = load_s1(spec)
+    probs, t0 = [], time.perf_counter()
+    for i, e in enumerate(examples, 1):
+        (p,) = s1.score([S1Query(statements[e.monitor], e.task, e.reasoning)])
+        probs.append(np.nan if p is None else p)
+        if i % 40 == 0:
+            print(f"  {s1.name}: {i}/{len(examples)} states, {(time.perf_counter() - t0) / i:.2f} s/state", file=sys.stderr)
+    s1.close()
+    return s1.name, np.array(probs), (time.perf_counter() - t0) / max(len(examples), 1)
 
 
 def main() -> int:
     data = data_dir()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--s1", default=None, help="S1 spec (default: the shipped classifier)")
+    ap.add_argument("--s1", action="append", default=None,
+                    help=f"S1 spec, repeatable; '{KEYWORDS}' for the keyword baseline (default: the shipped classifier)")
     ap.add_argument("--labels", type=Path, default=data / "s1_labels" / "gold_dev.jsonl")
     ap.add_argument("--limit", type=int, default=0, help="score only the first N states (0 = all)")
     ap.add_argument("--json", type=Path, help="also write the per-state probabilities here")
@@ -39,25 +65,30 @@ def main() -> int:
     if args.limit:
         examples = examples[: args.limit]
     statements = {m.name: m.statement for m in resolve_monitors(sorted({e.monitor for e in examples}))}
-    s1 = load_s1(args.s1)
-    probs, t0 = [], time.perf_counter()
-    for i, e in enumerate(examples, 1):
-        (p,) = s1.score([S1Query(statements[e.monitor], e.task, e.reasoning)])
-        probs.append(np.nan if p is None else p)
-        if i % 20 == 0:
-            print(f"  {i}/{len(examples)} states, {(time.perf_counter() - t0) / i:.2f} s/state", file=sys.stderr)
-    s1.close()
-    p, y = np.array(probs), np.array([e.label for e in examples])
+    y = np.array([e.label for e in examples])
     monitors = np.array([e.monitor for e in examples])
-    print(f"S1 {s1.name} on {args.labels.name} ({len(examples)} states, {(time.perf_counter() - t0) / len(examples):.2f} s/state)")
-    print(f"{'monitor':<14}{'n':>5}{'pos':>5}{'AUROC':>8}{'ECE':>8}{'Brier':>8}")
-    for name in ["all", *sorted(set(monitors))]:
-        mask = (np.ones_like(y, dtype=bool) if name == "all" else monitors == name) & ~np.isnan(p)
-        m = evaluate(p[mask], y[mask])
-        print(f"{name:<14}{m.n:>5}{m.positives:>5}{m.auroc:>8.3f}{m.ece:>8.3f}{m.brier:>8.3f}")
+    names = ["all", *sorted(set(monitors))]
+    print(f"{args.labels.name}: {len(examples)} states; "
+          + ", ".join(f"{n} {int((monitors == n).sum())} ({int(((monitors == n) & (y >= 0.5)).sum())} positive)" for n in names[1:]))
+    print(f"{'S1':<34}{'monitor':<14}{'AUROC':>7}{'ECE':>7}{'Brier':>7}{'s/state':>9}")
+    dump = {}
+    for spec in args.s1 or [None]:
+        if spec == KEYWORDS:
+            name, p, per = "keyword count (last 2,000 chars)", keyword_scores(examples), 0.0
+        else:
+            name, p, per = s1_scores(spec, examples, statements)
+        dump[name] = p.tolist()
+        for n in names:
+            mask = (np.ones_like(y, dtype=bool) if n == "all" else monitors == n) & ~np.isnan(p)
+            if spec == KEYWORDS:
+                cells = f"{auroc(p[mask], y[mask] >= 0.5):>7.3f}{'-':>7}{'-':>7}"
+            else:
+                m = evaluate(p[mask], y[mask])
+                cells = f"{m.auroc:>7.3f}{m.ece:>7.3f}{m.brier:>7.3f}"
+            print(f"{name if n == 'all' else '':<34}{n:<14}{cells}{per if n == 'all' else float('nan'):>9.2f}".replace(" nan", "    "))
     if args.json:
-        args.json.write_text(json.dumps([{"key": e.key, "monitor": e.monitor, "label": e.label, "p": q}
-                                         for e, q in zip(examples, probs)], indent=1))
+        args.json.write_text(json.dumps({"states": [{"key": e.key, "monitor": e.monitor, "label": e.label} for e in examples],
+                                         "scores": dump}, indent=1))
     return 0
 
 

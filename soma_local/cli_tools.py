@@ -138,7 +138,7 @@ def cmd_replay(args) -> int:
     from soma_local.calibration_runs import load_questions
     from soma_local.replay import (
         CachedS1, ScoreCache, calibration_ids, from_engine_trace, gguf_pieces, group_key, grouped, load_traces,
-        replay_item, sample, scan,
+        replay_item, reserved_questions, sample, scan,
     )
     from soma_local.trace import read_trace
     from soma_local.report import PAPER_UNANSWERABLE, TABLE_KEY, h_label, replay_plot, table
@@ -181,7 +181,8 @@ def cmd_replay(args) -> int:
         return summarize([replay_item(t, h, abstaining, args.takeover_answer_tokens) for t in items])
 
     # With --calibrate-share, h is chosen per S2 on a seeded share of the questions and reported on the rest.
-    held = calibration_ids({t.id for t in scanned}, args.calibrate_share, args.seed) if args.calibrate_share else set()
+    held = (calibration_ids({t.id for t in scanned}, args.calibrate_share, args.seed, reserved_questions(data_dir()))
+            if args.calibrate_share else set())
     objective = _objective(args, monitor.name)
     choices, calibration = {}, {}
     for model in sorted({group_key(t)[1] for t in scanned if t.id in held}):

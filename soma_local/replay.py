@@ -332,16 +332,25 @@ def gguf_pieces(model_path: str | Path) -> Pieces:
     return lambda text: [piece(t) for t in llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)]
 
 
-def calibration_ids(ids: Iterable[str], share: float, seed: int) -> set[str]:
+def calibration_ids(ids: Iterable[str], share: float, seed: int, reserved: frozenset[str] = frozenset()) -> set[str]:
     """The questions that calibrate h; the rest are reported. Decided per question by a seeded hash,
     so a question stays on its side whatever subset or S2 it comes with (both S2s' traces of one
-    question land together, and a larger --limit only adds questions to each side)."""
+    question land together, and a larger --limit only adds questions to each side). A reserved (gold)
+    question never calibrates: gold must stay independent of every fitted number."""
 
     def draw(qid: str) -> float:
         digest = hashlib.sha256(f"{seed}\0{qid}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64
 
-    return {q for q in ids if draw(q) < share}
+    return {q for q in ids if draw(q) < share and q not in reserved}
+
+
+def reserved_questions(root: Path) -> frozenset[str]:
+    """The questions the S1 gold splits draw from (empty when the data directory has no list)."""
+    path = root / "s1_labels" / "reserved_questions.txt"
+    if not path.is_file():
+        return frozenset()
+    return frozenset(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def group_key(trace: ScannedTrace | RecordedTrace) -> tuple[str, str]:

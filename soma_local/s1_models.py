@@ -24,6 +24,7 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "head.safetensors"
 CARD_FILE = "README.md"
 TRAINED_QUESTIONS_FILE = "trained_questions.json"
+ENCODER_WEIGHTS_FILE = "encoder.safetensors"
 
 # name -> (python package, folder inside it, how to install it)
 EMBEDDED_BACKBONES = {
@@ -42,6 +43,8 @@ class S1ModelConfig(BaseModel):
     head_hidden: int = Field(ge=0, description="hidden units of the head; 0 = linear")
     temperature: float = Field(gt=0, description="fitted T in p = sigmoid(z / T)")
     statements: dict[str, str] = Field(default_factory=dict, description="monitor statements it was trained on")
+    encoder_weights: str | None = Field(
+        None, description="file of fine-tuned backbone weights in this folder; none: the backbone as published")
 
 
 def _package_folder(package: str, inner: str) -> Path | None:
@@ -92,25 +95,36 @@ def read_config(folder: Path) -> S1ModelConfig:
         raise ModelFileError(f"{path}: {fields}") from None
 
 
-def read_weights(folder: Path) -> dict:
-    """The head's tensors; a truncated or foreign file is reported with its path."""
+def _load_tensors(path: Path) -> dict:
+    """A safetensors file's tensors as float32; a missing, truncated or foreign file is named."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    path = folder / WEIGHTS_FILE
     if not path.is_file():
-        raise ModelFileError(f"{path}: missing; an S1 model folder needs {CONFIG_FILE} and {WEIGHTS_FILE}")
+        raise ModelFileError(f"{path}: missing; the S1 model folder's {CONFIG_FILE} names it")
     try:
-        return load_file(str(path))
+        return {k: v.float() for k, v in load_file(str(path)).items()}
     except (SafetensorError, OSError, ValueError) as exc:
         raise ModelFileError(f"{path}: corrupt safetensors file: {exc}") from None
 
 
-def write_model(folder: Path, config: S1ModelConfig, weights: dict, card: str) -> None:
+def read_weights(folder: Path) -> dict:
+    """The head's tensors."""
+    return _load_tensors(folder / WEIGHTS_FILE)
+
+
+def read_encoder_weights(folder: Path, config: S1ModelConfig) -> dict | None:
+    """The fine-tuned backbone's tensors, or None when the model uses the published backbone."""
+    return _load_tensors(folder / config.encoder_weights) if config.encoder_weights else None
+
+
+def write_model(folder: Path, config: S1ModelConfig, weights: dict, card: str, encoder: dict | None = None) -> None:
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, str(folder / WEIGHTS_FILE))
+    if encoder is not None:
+        save_file({k: v.detach().contiguous().cpu() for k, v in encoder.items()}, str(folder / ENCODER_WEIGHTS_FILE))
     (folder / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (folder / CARD_FILE).write_text(card, encoding="utf-8")
 

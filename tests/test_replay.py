@@ -97,6 +97,8 @@ def test_calibration_share_is_a_stable_per_question_draw():
     assert 160 < len(half) < 240 and half == calibration_ids(reversed(ids), 0.5, seed=0)
     assert calibration_ids(ids[:100], 0.5, seed=0) == {q for q in half if q in ids[:100]}  # subset-stable
     assert calibration_ids(ids, 0.5, seed=1) != half and calibration_ids(ids, 0.0, seed=0) == set()
+    reserved = frozenset(sorted(half)[:10])
+    assert calibration_ids(ids, 0.5, seed=0, reserved=reserved) == half - reserved  # gold never calibrates h
 
 
 def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():

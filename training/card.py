@@ -13,6 +13,13 @@ LABEL_SOURCES = {
         "and an assumption or another attempt at a definite answer follows it (0.9; doubt only 0.65; no "
         "doubt 0.05)."
     ),
+    "reader": (
+        "Reader labels (`training/data/reader_labels.jsonl`, references only): a strong general LLM reader "
+        "followed `s1_labels/LABELLING.md`, the rubric gold was made with, word for word, one reader per "
+        "state, reading each state whole and seeing no other label; p on the rubric's 7-point scale. "
+        "States were drawn by `python -m training.reader_batches` from the training half of the questions "
+        "(`training/reader_set.py`), never from a reserved question."
+    ),
 }
 
 
@@ -33,20 +40,27 @@ def model_card(name: str, config: S1ModelConfig, metrics: dict, data: dict) -> s
         + _table(gold) + "\n" if gold else "No gold set was present at training time.\n"
     )
     statements = "\n".join(f"- **{k}**: {v}" for k, v in config.statements.items())
+    tuned = bool(config.encoder_weights)
+    what = (f"A `{config.backbone}` cross-encoder, fine-tuned end to end with its head ({data.get('epochs', '?')} epochs), reads"
+            if tuned else f"A frozen `{config.backbone}` cross-encoder reads")
+    ships = (f"The fine-tuned backbone weights ship here (`{config.encoder_weights}`, half precision) with the head "
+             "(`head.safetensors`); the tokenizer and architecture are read from the backbone's local package."
+             if tuned else "Only the head ships here (`head.safetensors`); the backbone is read from its local package.")
+    module = "training.finetune" if tuned else "training.train"
     return f"""# S1 model `{name}`
 
-A frozen `{config.backbone}` cross-encoder reads `[statement] [SEP] Task: Q / Reasoning so far: H`
+{what} `[statement] [SEP] Task: Q / Reasoning so far: H`
 (at most {config.max_length} backbone tokens; the task is kept whole and the oldest reasoning dropped)
 and a {'linear' if config.head_hidden == 0 else f'{config.head_hidden}-unit MLP'} head over
 [mean-pooled last layer, first token] returns one logit z; p = sigmoid(z / T), T = {config.temperature:.3f}.
-Only the head ships here (`head.safetensors`); the backbone is read from its local package.
+{ships}
 
 ## Training data
 
 - States: cut from the traces ({', '.join(data['traces'])}) at the engine's scan schedule (pause after
   256 thinking tokens at the next line break, or 128 tokens later), tokens counted with the embedded
-  S2 tokenizer; at most a few states per trace and monitor, drawn with a fixed seed.
-- Questions that any gold file draws from were removed before sampling ({data['excluded_questions']} questions).
+  S2 tokenizer; {data.get('drawn', 'at most a few states per trace and monitor, drawn with a fixed seed')}.
+- {data.get('excluded', f"Questions that any gold file draws from were removed before sampling ({data['excluded_questions']} questions)")}.
 - Split by question: {data['train']} training states ({data['positives_train']} with label >= 0.5),
   {data['held_out']} held-out states (temperature fitted here).
 - **Label source**: {source}
@@ -58,7 +72,7 @@ Only the head ships here (`head.safetensors`); the backbone is read from its loc
 {_table(metrics['held_out'])}
 
 {gold_part}
-Head sizes tried (best held-out NLL ships): {metrics['candidates']}.
+{f"Head sizes tried (best held-out NLL ships): {metrics['candidates']}." if 'candidates' in metrics else ''}
 
-Reproduce: `python -m training.train {' '.join(data['argv'])}`
+Reproduce: `python -m {module} {' '.join(data['argv'])}`
 """

@@ -18,7 +18,8 @@ from torch import nn
 
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
-from soma_local.s1_models import read_config, read_trained_questions, read_weights, resolve_backbone, resolve_s1_model
+from soma_local.s1_models import (read_config, read_encoder_weights, read_trained_questions, read_weights, resolve_backbone,
+                                  resolve_s1_model)
 from soma_local.temperature import scaled_probs
 
 
@@ -54,7 +55,7 @@ class PairEncoder:
     class so a head always sees features computed the same way.
     """
 
-    def __init__(self, backbone: Path, max_length: int, device: str | None = None) -> None:
+    def __init__(self, backbone: Path, max_length: int, device: str | None = None, weights: dict | None = None) -> None:
         # The backbone is a local folder: nothing may reach the Hub (no update checks, no telemetry).
         # huggingface_hub reads this when it is first imported, so it is set before transformers is.
         os.environ["HF_HUB_OFFLINE"] = "1"
@@ -63,19 +64,25 @@ class PairEncoder:
         self.device = resolve_device(device)
         try:
             self.tok = AutoTokenizer.from_pretrained(str(backbone), local_files_only=True)
-            self.model = AutoModel.from_pretrained(str(backbone), local_files_only=True).to(self.device).eval()
-        except (OSError, ValueError) as exc:
-            raise ModelFileError(f"{backbone}: could not load the S1 backbone: {exc}") from None
+            self.model = AutoModel.from_pretrained(str(backbone), local_files_only=True)
+            if weights is not None:  # a fine-tuned S1 ships its own backbone weights
+                self.model.load_state_dict(weights)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise ModelFileError(f"{backbone}: could not load the S1 backbone: {str(exc).strip().splitlines()[0]}") from None
+        self.model.to(self.device).eval()
         limit = getattr(self.model.config, "max_position_embeddings", max_length)
         self.max_length = min(max_length, limit, self.tok.model_max_length)
         self.counter = _TokenCounter(self.tok)
         self.special_tokens = self.tok.num_special_tokens_to_add(pair=True)
         self.feature_dim = 2 * self.model.config.hidden_size
 
-    @torch.inference_mode()
-    def features(self, pairs: Sequence[tuple[str, str]]) -> torch.Tensor:
-        """Features of one batch, on the encoder's device. A state over the limit loses its tail only
-        as a last resort: the state builder has already cut it to fit."""
+    def features(self, pairs: Sequence[tuple[str, str]], grad: bool = False) -> torch.Tensor:
+        """Features of one batch, on the encoder's device (with gradients only for fine-tuning). A state
+        over the limit loses its tail only as a last resort: the state builder has already cut it to fit."""
+        with torch.set_grad_enabled(grad), torch.inference_mode(not grad):
+            return self._features(pairs)
+
+    def _features(self, pairs: Sequence[tuple[str, str]]) -> torch.Tensor:
         batch = self.tok(
             [s for s, _ in pairs],
             [x for _, x in pairs],
@@ -116,7 +123,8 @@ class ClassifierS1(S1):
         folder = resolve_s1_model(str(model) if model else None)
         config = read_config(folder)
         weights = read_weights(folder)
-        self.encoder = PairEncoder(resolve_backbone(config.backbone), input_limit or config.max_length, device)
+        self.encoder = PairEncoder(resolve_backbone(config.backbone), input_limit or config.max_length, device,
+                                   read_encoder_weights(folder, config))
         self.head = ScoreHead(self.encoder.feature_dim, config.head_hidden)
         try:
             self.head.load_state_dict(weights)

@@ -1,0 +1,201 @@
+"""Fine-tune an S1 cross-encoder end to end on reader labels, fit T on held-out reader labels, ship it.
+
+    python -m training.finetune --name minilm-reader
+
+Steps: rebuild the labelled states from the data directory (``training/data/reader_labels.jsonl``
+holds references only); split by question into training and held-out (T is fitted on the held-out
+reader labels, never on gold); fine-tune every backbone weight and the head with soft-label BCE
+(checkpointed every few hundred examples, so an interrupted run resumes where it stopped); fit T;
+report AUROC / ECE / Brier before and after scaling on held-out and on gold (measured only); save the
+model, its card and the training questions.
+
+Cost on a CPU is dominated by the encoder's forward and backward passes: states are bucketed by length
+so a batch pads little, and the state builder cuts them to the input limit exactly as serving does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from soma_local.data_dir import data_dir
+from soma_local.monitors import resolve_monitors
+from soma_local.s1.classifier import PairEncoder, ScoreHead
+from soma_local.s1_models import (ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model,
+                                  write_trained_questions)
+from soma_local.state import build_state, longest_tokens
+from soma_local.temperature import fit_temperature
+from training.card import model_card
+from training.examples import Example, read_labelled, split_by_question
+from training.reader_labels import LABELS, examples as reader_examples, read_labels
+from training.reader_set import load_all, training_half
+from training.train import report
+
+RUNS_DIR = Path(__file__).resolve().parent / "runs"
+
+
+def pairs_of(encoder: PairEncoder, examples: Sequence[Example], statements: dict[str, str]) -> list[tuple[str, str]]:
+    """(statement, state) pairs, each state cut to the input limit the way serving cuts it."""
+    reserve = longest_tokens(list(statements.values()), encoder.counter) + encoder.special_tokens
+    return [(statements[e.monitor], build_state(e.task, e.reasoning, encoder.counter, encoder.max_length, reserve))
+            for e in examples]
+
+
+def length_batches(pairs: Sequence[tuple[str, str]], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Batches of similar length (little padding), in a random order; a fixed rng makes them repeatable."""
+    order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]) + rng.random() * 200))
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def forward(encoder: PairEncoder, head: ScoreHead, pairs: Sequence[tuple[str, str]], bf16: bool) -> torch.Tensor:
+    """Logits with gradients; matrix work in bfloat16 where asked (AMX on recent Xeons, tensor cores on
+    GPUs roughly halve a step), weights and optimiser state stay float32."""
+    with torch.autocast(encoder.device.type, dtype=torch.bfloat16, enabled=bf16):
+        return head(encoder.features(pairs, grad=True)).float()
+
+
+@torch.inference_mode()
+def logits_of(encoder: PairEncoder, head: ScoreHead, pairs: Sequence[tuple[str, str]], batch: int = 16) -> np.ndarray:
+    encoder.model.eval()
+    head.eval()
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][1]))
+    out = np.zeros(len(pairs))
+    for s in range(0, len(order), batch):
+        idx = order[s : s + batch]
+        out[idx] = head(encoder.features([pairs[i] for i in idx])).double().cpu().numpy()
+    return out
+
+
+def train(encoder: PairEncoder, head: ScoreHead, pairs, labels: np.ndarray, args, checkpoint: Path) -> None:
+    """AdamW, linear warm-up then linear decay; encoder and head at their own learning rates."""
+    torch.manual_seed(args.seed)
+    params = [{"params": encoder.model.parameters(), "lr": args.lr},
+              {"params": head.parameters(), "lr": args.head_lr}]
+    optim = torch.optim.AdamW(params, weight_decay=args.weight_decay)
+    plan = [b for epoch in range(args.epochs) for b in length_batches(pairs, args.batch_size, random.Random(args.seed + epoch))]
+    total, warm = len(plan), max(1, int(0.06 * len(plan)))
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm))))
+    step = 0
+    if checkpoint.exists():
+        state = torch.load(checkpoint, weights_only=True)
+        encoder.model.load_state_dict(state["encoder"])
+        head.load_state_dict(state["head"])
+        optim.load_state_dict(state["optim"])
+        sched.load_state_dict(state["sched"])
+        step = state["step"]
+        print(f"resuming at step {step} of {total}")
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    y = torch.from_numpy(labels).float()
+    t0, seen = time.perf_counter(), 0
+    for step in range(step, total):
+        encoder.model.train()
+        head.train()
+        idx = plan[step]
+        loss = loss_fn(forward(encoder, head, [pairs[i] for i in idx], args.bf16), y[idx].to(encoder.device))
+        optim.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(encoder.model.parameters()) + list(head.parameters()), 1.0)
+        optim.step()
+        sched.step()
+        seen += len(idx)
+        if (step + 1) % args.log_every == 0 or step + 1 == total:
+            rate = seen / (time.perf_counter() - t0)
+            print(f"step {step + 1}/{total} loss {loss.item():.4f} ({rate:.1f} examples/s, "
+                  f"~{(total - step - 1) * args.batch_size / rate / 60:.0f} min left)", flush=True)
+        if (step + 1) % args.checkpoint_every == 0 or step + 1 == total:
+            torch.save({"encoder": encoder.model.state_dict(), "head": head.state_dict(), "optim": optim.state_dict(),
+                        "sched": sched.state_dict(), "step": step + 1}, checkpoint)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m training.finetune", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--name", default="minilm-reader", help="folder name under s1_models/")
+    ap.add_argument("--backbone", default="all-minilm-l6-v2", help="embedded backbone name or local HF folder")
+    ap.add_argument("--max-length", type=int, default=512, help="input limit in backbone tokens")
+    ap.add_argument("--labels", type=Path, default=LABELS, help="reader label file (references)")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N labelled states (0 = all; for a quick check)")
+    ap.add_argument("--held-out", type=float, default=0.2, help="share of the labelled questions held out (fits T)")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=4e-5, help="encoder learning rate")
+    ap.add_argument("--head-lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--log-every", type=int, default=10, help="steps between progress lines")
+    ap.add_argument("--checkpoint-every", type=int, default=25, help="steps between checkpoints")
+    ap.add_argument("--no-bf16", dest="bf16", action="store_false", help="train in float32 (default: bfloat16 autocast)")
+    ap.add_argument("--device", default=None, help="cpu | cuda | auto (default; SOMA_S1_DEVICE)")
+    ap.add_argument("--out", type=Path, default=S1_MODELS_DIR, help="where released S1s live")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    root = data_dir()
+    statements = {m.name: m.statement for m in resolve_monitors(["overthinking", "unanswerable"])}
+    rows = read_labels(args.labels)
+    examples = [e for e in reader_examples(rows, root) if e.monitor in statements]
+    if args.limit:
+        examples = examples[: args.limit]
+    train_ex, held_ex = split_by_question(examples, args.held_out, args.seed)
+    gold_path = root / "s1_labels" / "gold_dev.jsonl"
+    gold = [e for e in read_labelled(gold_path) if e.monitor in statements] if gold_path.is_file() else []
+    print(f"examples: {len(train_ex)} train, {len(held_ex)} held-out (reader labels), {len(gold)} gold (measured only)")
+
+    encoder = PairEncoder(resolve_backbone(args.backbone), args.max_length, args.device)
+    head = ScoreHead(encoder.feature_dim, 0).to(encoder.device)
+    work = RUNS_DIR / args.name
+    work.mkdir(parents=True, exist_ok=True)
+    tag = f"{len(train_ex)}x{args.epochs}ep-len{encoder.max_length}-bs{args.batch_size}-lr{args.lr}-bf{int(args.bf16)}-seed{args.seed}"
+    pairs = pairs_of(encoder, train_ex, statements)
+    train(encoder, head, pairs, np.array([e.label for e in train_ex]), args, work / f"finetune-{tag}.pt")
+
+    # Ship half-precision encoder weights; measure and fit T with exactly what ships.
+    encoder.model.load_state_dict({k: v.half().float() for k, v in encoder.model.state_dict().items()})
+    y_held = np.array([e.label for e in held_ex])
+    z_held = logits_of(encoder, head, pairs_of(encoder, held_ex, statements))
+    temperature = fit_temperature(z_held, y_held)
+    metrics = {"temperature": round(temperature, 4), "head_hidden": 0,
+               "held_out": report(z_held, y_held, np.array([e.monitor for e in held_ex]), temperature)}
+    if gold:
+        metrics["gold_dev"] = report(logits_of(encoder, head, pairs_of(encoder, gold, statements)),
+                                     np.array([e.label for e in gold]), np.array([e.monitor for e in gold]), temperature)
+    config = S1ModelConfig(backbone=args.backbone, max_length=encoder.max_length, head_hidden=0,
+                           temperature=temperature, statements=statements, encoder_weights=ENCODER_WEIGHTS_FILE)
+    data = {"train": len(train_ex), "held_out": len(held_ex), "gold": len(gold), "teacher": "reader",
+            "labels": str(args.labels.relative_to(Path(__file__).resolve().parents[1])) if args.labels.is_absolute() else str(args.labels),
+            "traces": ["DATA/traces"],
+            "drawn": "the seeded draw of `training/reader_batches.py` (overthinking: answerable traces, later cuts "
+                     "weighted up; unanswerable: half from unanswerable, half from answerable questions)",
+            "excluded": "Only the training half of each dataset's questions (`training.reader_set.training_half`, seeded) "
+                        "was drawn from, never a question in `s1_labels/reserved_questions.txt`; the other half is left "
+                        "to replay and threshold calibration",
+            "positives_train": int(sum(e.label >= 0.5 for e in train_ex)), "epochs": args.epochs,
+            "argv": sys.argv[1:] if argv is None else argv}
+    folder = args.out / args.name
+    write_model(folder, config, head.state_dict(), model_card(args.name, config, metrics, data),
+                encoder={k: v.half() for k, v in encoder.model.state_dict().items()})
+    traces = load_all(root)
+    write_trained_questions(folder, training_half((t.dataset, t.answerable, t.question_id) for t in traces))
+    (folder / "metrics.json").write_text(json.dumps({"data": data, **metrics}, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in metrics.items() if k != "candidates"}, indent=2))
+    print(f"saved {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
