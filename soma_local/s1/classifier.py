@@ -56,7 +56,9 @@ class PairEncoder:
 
     def __init__(self, backbone: Path, max_length: int, device: str | None = None) -> None:
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # a "Loading weights" bar on every run is noise
         self.device = resolve_device(device)
         try:
             self.tok = AutoTokenizer.from_pretrained(str(backbone), local_files_only=True)
