@@ -37,7 +37,8 @@ def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> N
     from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt
     from soma_local.s2.llama_cpp import LlamaCppS2
 
-    s2 = LlamaCppS2(resolve_gguf(model), n_ctx=2048, n_threads=max(threads), sampling=SamplingParams(temperature=0))
+    # Built with one thread (so soma leaves the wait policy to this script), then set per measurement.
+    s2 = LlamaCppS2(resolve_gguf(model), n_ctx=2048, n_threads=1, sampling=SamplingParams(temperature=0))
     ids = prompt_ids(s2, render_prompt(s2.chat_template, model_path=s2.name, user=QUESTION, system=None,
                                        fmt=ThinkingFormat("prompted"), bos_token=s2.bos_token, eos_token=s2.eos_token))
     master, slave = pty.openpty()

@@ -23,6 +23,18 @@ GUIDE = (
 )
 
 
+def stated_answer(end: RunEnd) -> tuple[str | None, str | None]:
+    """The final answer S2 stated and where: in its answer section, else (small models often answer
+    inside their thinking and then stop) in its thinking. (None, None) when it stated none."""
+    from soma_local.scoring import extract_answer
+
+    for where, text in (("answer", end.answer), ("thinking", end.thinking)):
+        found = extract_answer(text)
+        if found:
+            return found, where
+    return None, None
+
+
 class Style:
     """ANSI styling only for a terminal that wants it (NO_COLOR and non-TTY get plain text)."""
 
@@ -142,6 +154,10 @@ class LiveView:
             self._end_line()
             self._print(self.style("answer: (none: the token limit came before the answer)", "1"))
         self._end_line()
+        value, where = stated_answer(end)
+        if value is not None:
+            note = "" if where == "answer" else " (stated in its thinking)"
+            self._print(self.style(f"final answer: {value}{note}", "1"))
         t, tm = end.tokens, end.timings
         share = lambda x: f"{100 * x / tm.wall:.0f}%" if tm.wall > 0 else "-"  # noqa: E731
         self._print(self.style(
@@ -174,12 +190,12 @@ class LiveView:
 def json_summary(end: RunEnd, takeover: str | None, trace: str | None,
                  thresholds: Mapping[str, ThresholdSource]) -> str:
     """One JSON line for scripts: the outcome, the counts and where the trace is (h = inf as "inf")."""
-    from soma_local.scoring import extract_answer
-
+    value, where = stated_answer(end)
     payload = {
         "stop": end.stop,
         "answer": end.answer.strip(),
-        "final_answer": extract_answer(end.answer),
+        "final_answer": value,
+        "final_answer_in": where,
         "takeover": takeover,
         "scans": end.scans,
         "failed_scans": end.failed_scans,

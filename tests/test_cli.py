@@ -94,7 +94,7 @@ def test_live_view_shows_the_end_of_thinking_and_the_answer_once():
                         output="", takeover=None, scans=0, failed_scans=0, reminders=0, tokens=TokenCounts(),
                         timings=Timings()))
     text = out.getvalue()
-    assert "</think>\nanswer: The answer is \\boxed{4}.\nstop=answer" in text
+    assert "</think>\nanswer: The answer is \\boxed{4}.\nfinal answer: 4\nstop=answer" in text
     assert text.count("\\boxed{4}") == 1 and err.getvalue() == ""
 
 

@@ -17,31 +17,37 @@ from soma_local.trace import RunEnd, TraceWriter, read_trace
 from conftest import ScriptedS1
 
 
-def _ctrl_c_after(n: int):
-    seen = []
+QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
 
-    def on_piece(_: bytes) -> None:
-        seen.append(1)
-        if len(seen) == n:
+
+class CtrlCAtScan(ScriptedS1):
+    """Scores like ScriptedS1, and the user presses Ctrl-C during scan ``at`` (1-based)."""
+
+    def __init__(self, probs, at: int):
+        super().__init__(probs)
+        self.at = at
+
+    def score_states(self, pairs):
+        if len(self.seen) + 1 == self.at:
             raise KeyboardInterrupt
-
-    return on_piece
+        return super().score_states(pairs)
 
 
 def test_an_interrupted_readout_run_ends_its_trace_and_reads_off(s2, tmp_path):
     (m,) = resolve_monitors(["overthinking"])
     config = RunConfig(mode="readout", pause=PauseRule(32, 8), max_tokens=400,
-                       sampling=SamplingParams(0.8, 0.95, 0, 0.0, 2), thinking=ThinkingFormat("prompted", close="</never>"))
+                       sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), thinking=ThinkingFormat("prompted", close="</never>"))
     path = tmp_path / "t.jsonl"
+    s1 = CtrlCAtScan([0.9, 0.8], at=3)  # remind at scan 1, S = 1.39 at scan 2 (a branch), Ctrl-C in scan 3
     with TraceWriter(path) as trace, pytest.raises(KeyboardInterrupt):
-        supervise("What is 17 * 23?", s2, ScriptedS1([0.9, 0.8, 0.8]), [m], config, trace, on_piece=_ctrl_c_after(150))
+        supervise(QUESTION, s2, s1, [m], config, trace)
     records = list(read_trace(path))
     end = records[-1]
     assert isinstance(end, RunEnd) and end.stop == "interrupted"
-    assert 0 < end.tokens.thinking < 150 and end.scans >= 2, "the counts up to Ctrl-C"
+    assert end.scans == 2 and end.reminders == 1 and end.tokens.thinking >= 64, "the counts up to Ctrl-C"
     run = ReadoutRun(records, str(path))
-    assert run.read_off({"overthinking": 0.5}).stop == "takeover", "a takeover before Ctrl-C reads off"
-    assert run.read_off({"overthinking": 1e9}).stop == "interrupted", "beyond it, the outcome says so"
+    assert run.read_off({"overthinking": 1.0}).stop == "takeover", "a takeover before Ctrl-C reads off"
+    assert run.read_off({"overthinking": 2.0}).stop == "interrupted", "beyond it, the outcome says so"
     with pytest.raises(InterruptedRun, match="interrupted"):
         from_engine_trace(records, {}, str(path))
 
