@@ -11,14 +11,14 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 from soma_local.controller import Action, Controller, Decision
 from soma_local.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.base import OnPiece, S2Backend, SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
-from soma_local.s2.session import PauseRule, Session
+from soma_local.s2.session import Pause, PauseRule, Session
 from soma_local.trace import (
     Branch,
     MonitorScan,
@@ -196,7 +196,7 @@ class _Loop:
     config: RunConfig
     question: str
     trace: TraceWriter
-    emit: object
+    emit: Callable[[object], None]
     s1_seconds: float = 0.0
     scans: int = 0
     failed: int = 0
@@ -227,7 +227,7 @@ class _Loop:
             if monitors and self.scan_and_act(pause):
                 return "takeover"
 
-    def scan_and_act(self, pause) -> bool:
+    def scan_and_act(self, pause: Pause) -> bool:
         """One S1 batch for every monitor, then the controllers' actions; True when S2 was taken over."""
         session, monitors, config = self.session, self.monitors, self.config
         probs, error, seconds = _scan(self.s1, monitors, self.question, session.thinking)
