@@ -69,7 +69,8 @@ class LiveView:
         if self.quiet:
             return
         s = self.style
-        self._print(s(f"question: {question}", "1"))
+        shown = question if len(question) <= 600 else f"{question[:500]} ... ({len(question):,} characters)"
+        self._print(s(f"question: {shown}", "1"))
         self._print(s(description, "2"))
         if thresholds:
             hs = " | ".join(
