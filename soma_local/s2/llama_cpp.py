@@ -39,7 +39,7 @@ def default_threads() -> int:
 
     llama.cpp's OpenMP threads meet at a barrier after every operation and spin while they wait, so
     when they take every core, whatever else runs (the terminal showing the stream, another program)
-    stalls all of them: on 2 cores, 2 threads decoded 3x slower than 1 on a quiet machine and 10-20x
+    stalls all of them: on 2 cores, 2 threads decoded 3x slower than 1 on a quiet machine and 7-15x
     slower on a busy one (``benchmarks/threads.py``). Half the cores also approximates the physical
     cores on machines with two hardware threads per core, which is what llama.cpp itself uses."""
     return max(1, usable_cores() // 2)
@@ -49,7 +49,7 @@ def _wait_passively_if_every_core(n_threads: int) -> None:
     """When llama.cpp's threads take every core, make OpenMP threads sleep at barriers, not spin.
 
     With every core spinning, one preempted thread stalls the rest until it runs again: at 2 threads
-    on 2 busy cores, spinning decoded 1.3 tok/s and passive waiting 27.7 (``benchmarks/threads.py``).
+    on 2 busy cores, spinning decoded 0.5-0.9 tok/s and passive waiting 13-20 (``benchmarks/threads.py``).
     OpenMP reads the policy once, when it loads, so this only acts before llama.cpp is first loaded
     in the process, and never overrides a policy the user set."""
     if n_threads > 1 and n_threads >= usable_cores():
