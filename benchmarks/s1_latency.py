@@ -24,7 +24,7 @@ from soma_local.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.formats import ThinkingFormat, render_prompt  # noqa: E402
+from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt  # noqa: E402
 from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
 from training.traces import load_traces  # noqa: E402
 
@@ -52,7 +52,7 @@ def s2_seconds_per_token(threads: int | None, question: str, runs: int = 3) -> t
                            fmt=ThinkingFormat("prompted"), bos_token=s2.bos_token, eos_token=s2.eos_token)
     rates = []
     for _ in range(runs):
-        s2.load_prompt(s2.tokenize(prompt, special=True, add_bos=True))
+        s2.load_prompt(prompt_ids(s2, prompt))
         chunk = s2.generate(INTERVAL)
         rates.append(chunk.seconds / max(len(chunk.ids), 1))
     name = s2.name

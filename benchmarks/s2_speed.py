@@ -27,7 +27,7 @@ from soma_local.models import resolve_gguf  # noqa: E402
 from soma_local.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt  # noqa: E402
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_ids, render_prompt, system_prompt  # noqa: E402
 from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
 from soma_local.s2.session import PauseRule  # noqa: E402
 from soma_local.supervise import RunConfig, supervise  # noqa: E402
@@ -57,11 +57,10 @@ def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, sampling: Samp
     native_tok = 0
     cc_tok = cc_s = 0.0
     for i, question in enumerate(prompts):
-        text = render_prompt(
+        ids = prompt_ids(s2, render_prompt(
             s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, False),
             fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token,
-        )
-        ids = s2.tokenize(text, special=True)
+        ))
         # Our loop.
         s2.set_sampling(replace(sampling, seed=sampling.seed + i))
         s2.load_prompt(ids)

@@ -175,6 +175,51 @@ def save_entry(path: Path, entry: CalibrationEntry) -> None:
     path.write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
 
+# Fewer calibration questions than this give an h that is mostly noise: `soma calibrate` does not
+# write such an h to the calibration file unless asked, and `soma run` warns when it reads one.
+MIN_CALIBRATION_QUESTIONS = 20
+
+
+class ThresholdSource(BaseModel):
+    """One monitor's h for a run and where it came from, as the run header states it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    h: float
+    source: str
+    warning: str | None = None
+
+
+def resolve_thresholds(
+    monitors: Mapping[str, float],
+    flags: Mapping[str, float],
+    cal: CalibrationFile,
+    cal_path: Path,
+    s1: str,
+    s2: str,
+    variant: Variant,
+) -> dict[str, ThresholdSource]:
+    """Each monitor's h: ``--threshold`` wins, then this (S1, S2, variant)'s calibration entry, then the
+    monitor's default. ``monitors`` maps each monitor to its default threshold."""
+    entries = {e.monitor: e for e in cal.entries if (e.s1, e.s2, e.variant) == (s1, s2, variant)}
+    out = {}
+    for name, default in monitors.items():
+        entry = entries.get(name)
+        if name in flags:
+            out[name] = ThresholdSource(h=flags[name], source="--threshold")
+        elif entry is not None:
+            few = entry.n_questions < MIN_CALIBRATION_QUESTIONS
+            out[name] = ThresholdSource(
+                h=entry.threshold,
+                source=f"calibration {cal_path}, {entry.n_questions} questions, {entry.created[:10]}",
+                warning=(f"h for {name} was calibrated on only {entry.n_questions} question(s): it is mostly "
+                         f"noise; recalibrate on >= {MIN_CALIBRATION_QUESTIONS} or pass --threshold") if few else None,
+            )
+        else:
+            out[name] = ThresholdSource(h=default, source="monitor default")
+    return out
+
+
 def calibrated_thresholds(
     cal: CalibrationFile, s1: str, s2: str, monitors: list[str], variant: Variant
 ) -> dict[str, float]:

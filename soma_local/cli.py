@@ -1,4 +1,4 @@
-"""``soma``: the command line. ``soma run`` supervises one question and streams what happens."""
+"""soma: supervise a local reasoning model (S2) with a fast monitor (S1); `soma run` streams one question."""
 
 from __future__ import annotations
 
@@ -9,146 +9,83 @@ from datetime import datetime
 from pathlib import Path
 from typing import get_args
 
+from soma_local import __version__
 from soma_local.cli_tools import register as register_tools
 from soma_local.bench.cli import register as register_bench
 from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, Limits
 from soma_local.errors import SomaError
 from soma_local.supervise import Mode
 
-DEMO_QUESTION = (
-    "A bakery sells muffins for $3 each and cookies for $1.50 each. On Monday it sold 48 muffins and "
-    "twice as many cookies. On Tuesday it sold a third fewer muffins than on Monday and 30 more cookies "
-    "than on Monday. How much money did the bakery make over the two days? Check your work."
+THREADS_HELP = ("CPU threads for S2 and S1 (default: half the usable cores, at least 1; all cores make "
+                "llama.cpp's spinning threads stall whenever anything else runs, see README)")
+DESCRIPTION = (
+    "soma: a fast System One (S1) watches a System Two (S2) reasoning model while it thinks, reminds it "
+    "when a monitored problem shows, and takes over when the evidence persists. Everything runs locally."
 )
 
 
-class Style:
-    """ANSI styling only for a terminal that wants it (NO_COLOR and non-TTY get plain text)."""
+def _prepare_run(args):
+    """Everything about the arguments that can be wrong, checked before any model loads."""
+    from soma_local.calibrate import calibration_path, load_calibration
+    from soma_local.models import resolve_gguf
+    from soma_local.monitors import resolve_monitors
+    from soma_local.run_input import check_numbers, check_trace_path, parse_thresholds, read_question, read_text_file
+    from soma_local.s1.factory import check_spec
 
-    def __init__(self, stream) -> None:
-        self.on = stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-    def __call__(self, text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.on else text
-
-
-def _read_question(args) -> str:
-    if args.file:
-        return Path(args.file).read_text(encoding="utf-8").strip()
-    if args.question == "-":
-        question = sys.stdin.read().strip()
-        if not question:
-            raise SomaError("no question on standard input")
-        return question
-    if args.question:
-        return args.question
-    return DEMO_QUESTION
-
-
-def _thresholds(pairs: list[str]) -> dict[str, float]:
-    out = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        try:
-            out[name] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise SomaError(f"--threshold takes NAME=H (for example unanswerable=3), got '{pair}'")
-    return out
-
-
-def _calibrated(args, s1, s2, monitors) -> dict[str, float]:
-    """Thresholds from the calibration file for this (S1, S2) and run variant; --threshold wins."""
-    from soma_local.calibrate import calibrated_thresholds, calibration_path, load_calibration
-
-    if s1 is None:
-        return {}
-    variant = "no_reminder" if args.mode in ("no_reminder", "readout_no_reminder") else "soma"
-    cal = load_calibration(calibration_path(args.calibration))
-    return calibrated_thresholds(cal, s1.name, s2.name, [m.name for m in monitors], variant)
+    check_numbers(args)
+    check_spec(args.s1)
+    question = read_question(args.question, args.file)
+    monitors = resolve_monitors(args.monitor or ["overthinking", "unanswerable"])
+    flags = parse_thresholds(args.threshold or [], [m.name for m in monitors])
+    template = read_text_file(args.chat_template, "--chat-template") if args.chat_template else None
+    trace = check_trace_path(args.trace or str(Path("runs") / f"{datetime.now():%Y%m%d-%H%M%S}.jsonl"))
+    cal_path = calibration_path(args.calibration)
+    cal = load_calibration(cal_path)
+    return question, monitors, flags, template, trace, (cal, cal_path), resolve_gguf(args.s2_model)
 
 
 def cmd_run(args) -> int:
-    from soma_local.models import resolve_gguf
-    from soma_local.monitors import resolve_monitors
+    from soma_local.calibrate import resolve_thresholds
+    from soma_local.run_view import LiveView, json_summary
     from soma_local.s1.factory import load_s1
     from soma_local.s2.base import SamplingParams
-    from soma_local.s2.llama_cpp import LlamaCppS2
-    from soma_local.s2.session import PauseRule, incremental_printer
-    from soma_local.supervise import RunConfig, supervise
-    from soma_local.trace import Reminder, RunEnd, Scan, Takeover, TraceWriter
+    from soma_local.s2.llama_cpp import LlamaCppS2, default_threads
+    from soma_local.s2.session import PauseRule
+    from soma_local.supervise import READOUT_MODES, RunConfig, supervise
+    from soma_local.trace import TraceWriter
 
-    out, err = sys.stdout, sys.stderr
-    style = Style(out)
-    question = _read_question(args)
-    monitors = resolve_monitors(args.monitor or ["overthinking", "unanswerable"])
-    s2_path = resolve_gguf(args.s2_model)
+    question, monitors, flags, template, trace_path, (cal, cal_path), s2_path = _prepare_run(args)
+    view = LiveView(sys.stdout, sys.stderr, quiet=args.quiet)
+    threads = args.threads or default_threads()
     sampling = SamplingParams(args.temperature, args.top_p, args.top_k, 0.0, args.seed)
-    s2 = LlamaCppS2(
-        s2_path,
-        n_ctx=args.n_ctx,
-        n_gpu_layers=args.n_gpu_layers,
-        n_threads=args.threads,
-        flash_attn=args.flash_attn,
-        chat_template=Path(args.chat_template).read_text() if args.chat_template else None,
-        sampling=sampling,
-    )
-    s1 = load_s1(
-        args.s1,
-        temperature=args.s1_temperature,
-        n_threads=args.threads,
-        n_gpu_layers=args.n_gpu_layers,
-        tokenizer=s2,
-    )
+    s2 = LlamaCppS2(s2_path, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers, n_threads=threads,
+                    flash_attn=args.flash_attn, chat_template=template, sampling=sampling)
+    s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=threads, n_gpu_layers=args.n_gpu_layers,
+                 tokenizer=s2)
+    variant = "no_reminder" if args.mode in ("no_reminder", "readout_no_reminder") else "soma"
+    thresholds = {} if s1 is None else resolve_thresholds(
+        {m.name: m.default_threshold for m in monitors}, flags, cal, cal_path, s1.name, s2.name, variant)
+    fixed = args.mode == "remind_only" or args.mode in READOUT_MODES
+    view.header(question, f"S2 {s2.name} | S1 {s1.name if s1 else 'none'} | threads {threads} | trace {trace_path}",
+                thresholds, f"inf (mode {args.mode})" if fixed else None)
+    s2.prompt_progress = view.prompt_progress
     config = RunConfig(
         mode=args.mode,
-        thresholds={**_calibrated(args, s1, s2, monitors), **_thresholds(args.threshold or [])},
+        thresholds={name: t.h for name, t in thresholds.items()},
         pause=PauseRule(args.scan_interval, args.line_break_slack),
-        max_tokens=args.max_tokens,
+        max_tokens=args.max_tokens or args.n_ctx,  # default: whatever the context leaves
         sampling=sampling,
     )
-    trace_path = args.trace or Path("runs") / f"{datetime.now():%Y%m%d-%H%M%S}.jsonl"
-    print(style(f"question: {question}", "1"), file=out)
-    print(style(f"S2 {s2.name} | S1 {s1.name if s1 else 'none'} | monitors "
-                f"{', '.join(m.name for m in monitors)} | trace {trace_path}", "2"), file=out)
-    print(style("<think>", "2"), file=out)
-    write = incremental_printer(lambda t: (out.write(style(t, "2")), out.flush()))
-
-    def on_event(record) -> None:
-        if isinstance(record, Scan):
-            cells = "  ".join(
-                f"{name} p={'--' if m.p is None else f'{m.p:.2f}'} S={m.score:.2f}"
-                + ("" if m.action == "none" else f" -> {m.action}")
-                for name, m in record.monitors.items()
-            )
-            line = f"[scan {record.index + 1} @ {record.thinking_tokens} tok] {cells}"
-            if record.error:
-                line += f"  (S1 failed: {record.error})"
-            out.write("\n" + style(line, "36") + "\n")
-        elif isinstance(record, Reminder):
-            out.write(style(f"[reminder · {record.monitor}] {record.text.strip()}", "33;1") + "\n")
-        elif isinstance(record, Takeover):
-            out.write(style(f"[takeover · {record.monitor}]", "31;1") + style(record.text, "31") + "\n")
-        out.flush()
-
     with TraceWriter(trace_path) as trace:
-        result = supervise(question, s2, s1, monitors, config, trace, on_piece=write, on_event=on_event)
-    end: RunEnd = result.end
-    t, tm = end.tokens, end.timings
-    print("\n" + style("answer:", "1"), result.answer.strip() or "(none)", file=out)
-    share = lambda x: f"{100 * x / tm.wall:.0f}%" if tm.wall > 0 else "-"
-    print(
-        style(
-            f"stop={end.stop} | tokens: thinking {t.thinking}, answer {t.answer}, inserted {t.inserted}, "
-            f"probe {t.probe} | scans {end.scans} (failed {end.failed_scans}), reminders {end.reminders}, "
-            f"takeover {end.takeover is not None} | time {tm.wall:.1f}s: S2 "
-            f"{share(tm.s2_decode + tm.s2_prefill)}, S1 {share(tm.s1)}, loop {share(tm.loop)} | "
-            f"decode {t.thinking + t.answer + t.probe} tok in {tm.s2_decode:.1f}s",
-            "1",
-        ),
-        file=out,
-    )
+        try:
+            result = supervise(question, s2, s1, monitors, config, trace, on_piece=view.on_piece,
+                               on_event=view.on_event)
+        except KeyboardInterrupt:
+            view.interrupted(str(trace_path))
+            return 130
+    view.summary(result.end)
+    if args.json:
+        print(json_summary(result.end, view.takeover_monitor, str(trace_path), thresholds), flush=True)
     s2.close()
     if s1 is not None:
         s1.close()
@@ -175,39 +112,66 @@ def cmd_serve(args) -> int:
     return 0
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default (unless it is unset or a plain switch)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if action.option_strings and "%(default)" not in text and "default:" not in text and not unset:
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every parser and subparser gets the defaults-showing help."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="soma", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="supervise S2 on one question")
-    run.add_argument("question", nargs="?", help="the question; '-' reads stdin (default: a demo question)")
-    run.add_argument("--file", help="read the question from a file")
+    parser = _Parser(prog="soma", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"soma {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser("run", help="supervise S2 on one question", description=(
+        "Supervise S2 on one question and stream its thinking, each S1 scan (p, S), reminders, a takeover "
+        "and the answer. Bad arguments are reported before any model loads."))
+    run.add_argument("question", nargs="?", help="the question; '-' reads stdin (none at all: a demo question)")
+    run.add_argument("--file", help="read the question from a UTF-8 text file")
     run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
     run.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or none (default: classifier)")
-    run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
-    run.add_argument("--monitor", action="append", help="monitor name or .toml path (repeatable)")
-    run.add_argument("--threshold", action="append", help="NAME=H takeover threshold (repeatable)")
+    run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
+    run.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: overthinking and unanswerable)")
+    run.add_argument("--threshold", action="append", metavar="NAME=H",
+                     help="takeover threshold h for one monitor, repeatable (default: calibration file, else the monitor's)")
     run.add_argument("--calibration", help="calibration file for h when no --threshold (default: "
                      "$SOMA_CALIBRATION or calibration/thresholds.json)")
-    run.add_argument("--mode", default="soma", choices=list(get_args(Mode)))
+    run.add_argument("--mode", default="soma", choices=list(get_args(Mode)),
+                     help="soma: remind, then take over at h; remind_only: never take over; no_reminder: take over "
+                     "without reminding; readout*: never take over, every possible takeover on a side branch")
     run.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
     run.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
-    run.add_argument("--max-tokens", type=int, default=32768, help="generation limit")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--temperature", type=float, default=0.6)
-    run.add_argument("--top-p", type=float, default=0.95)
-    run.add_argument("--top-k", type=int, default=0, help="0 = off (use 20 for Qwen3)")
-    run.add_argument("--n-ctx", type=int, default=8192, help="S2 context size")
-    run.add_argument("--n-gpu-layers", type=int, default=0, help="-1 offloads all layers")
-    run.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
-    run.add_argument("--flash-attn", action="store_true")
+    run.add_argument("--max-tokens", type=int, help="generation limit (default: whatever --n-ctx leaves after the prompt)")
+    run.add_argument("--seed", type=int, default=0, help="S2 sampling seed")
+    run.add_argument("--temperature", type=float, default=0.6, help="S2 sampling temperature (0: greedy)")
+    run.add_argument("--top-p", type=float, default=0.95, help="S2 nucleus sampling")
+    run.add_argument("--top-k", type=int, default=0, help="S2 top-k; 0 = off (use 20 for Qwen3)")
+    run.add_argument("--n-ctx", type=int, default=8192, help="S2 context size in tokens (prompt + generation)")
+    run.add_argument("--n-gpu-layers", type=int, default=0, help="S2 layers on the GPU; -1 offloads all")
+    run.add_argument("--threads", type=int, help=THREADS_HELP)
+    run.add_argument("--flash-attn", action="store_true", help="flash attention in llama.cpp (GPU builds)")
     run.add_argument("--trace", help="trace JSONL path (default: runs/<time>.jsonl)")
+    run.add_argument("-q", "--quiet", action="store_true", help="print only the answer (warnings and errors still go to stderr)")
+    run.add_argument("--json", action="store_true", help="end with one JSON line: stop, answer, takeover, counts, h and trace path")
     run.set_defaults(func=cmd_run)
     srv = sub.add_parser("serve", help="serve a local S1 as a Jev-compatible /v1/systemone")
     srv.add_argument("--s1", help="S1 spec to serve (default: the default local S1)")
-    srv.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
-    srv.add_argument("--host", default="127.0.0.1")
-    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback keeps it on this machine)")
+    srv.add_argument("--port", type=int, default=8000, help="TCP port")
     srv.add_argument("--key-env", help="require Authorization: Bearer <the key in this environment variable>")
     srv.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request size limit (after zstd too)")
     srv.add_argument("--max-pending", type=int, default=64, help="queued requests before 529 overloaded")
@@ -215,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="longest state read, in the S1's tokens (413 beyond); longer than the S1 window: read in windows")
     srv.add_argument("--max-request-tokens", type=int, default=MAX_REQUEST_TOKENS,
                      help="S1 input tokens one request may cost, options x state windows (413 beyond)")
-    srv.add_argument("--threads", type=int, help="CPU threads for the S1 (default: all cores)")
-    srv.add_argument("--n-gpu-layers", type=int, default=0, help="-1 offloads all layers")
+    srv.add_argument("--threads", type=int, help=THREADS_HELP)
+    srv.add_argument("--n-gpu-layers", type=int, default=0, help="S1 layers on the GPU (readout S1); -1 offloads all")
     srv.set_defaults(func=cmd_serve)
     register_tools(sub)
     register_bench(sub)
@@ -231,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"soma: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("\nsoma: interrupted (Ctrl-C)", file=sys.stderr)
         return 130
 
 

@@ -54,7 +54,9 @@ def _jsonable(obj):
 # ---- soma calibrate ----------------------------------------------------------------------------
 
 def cmd_calibrate(args) -> int:
-    from soma_local.calibrate import CalibrationEntry, calibration_path, choose_threshold, save_entry
+    from soma_local.calibrate import (
+        MIN_CALIBRATION_QUESTIONS, CalibrationEntry, calibration_path, choose_threshold, save_entry,
+    )
     from soma_local.bench.datasets import scenario_prompt
     from soma_local.calibration_runs import grid_results, load_questions, run_readouts
     from soma_local.metrics import summarize
@@ -120,9 +122,14 @@ def cmd_calibrate(args) -> int:
         n_questions=len(questions), results=str(results_path),
     )
     cal_path = calibration_path(args.calibration)
-    save_entry(cal_path, entry)
-    print(f"h = {h_label(choice.threshold)} for ({s1.name}, {s2.name}, {monitor.name}, {args.variant}) "
-          f"[{objective.describe()}] -> {cal_path}; results {results_path}, plot {plot}")
+    key = f"({s1.name}, {s2.name}, {monitor.name}, {args.variant}) [{objective.describe()}]"
+    if len(questions) < MIN_CALIBRATION_QUESTIONS and not args.save_anyway:
+        print(f"h = {h_label(choice.threshold)} for {key}; NOT written to {cal_path}: {len(questions)} question(s) "
+              f"is too few to set h for later runs (>= {MIN_CALIBRATION_QUESTIONS}, or --save-anyway); "
+              f"results {results_path}, plot {plot}")
+    else:
+        save_entry(cal_path, entry)
+        print(f"h = {h_label(choice.threshold)} for {key} -> {cal_path}; results {results_path}, plot {plot}")
     s2.close()
     s1.close()
     return 0
@@ -137,8 +144,8 @@ def cmd_replay(args) -> int:
     from soma_local.monitors import resolve_monitors
     from soma_local.calibration_runs import load_questions
     from soma_local.replay import (
-        CachedS1, ScoreCache, calibration_ids, from_engine_trace, gguf_pieces, group_key, grouped, load_traces,
-        replay_item, reserved_questions, sample, scan,
+        CachedS1, InterruptedRun, ScoreCache, calibration_ids, from_engine_trace, gguf_pieces, group_key, grouped,
+        load_traces, replay_item, reserved_questions, sample, scan,
     )
     from soma_local.trace import read_trace
     from soma_local.report import PAPER_UNANSWERABLE, TABLE_KEY, h_label, replay_plot, table
@@ -155,7 +162,11 @@ def cmd_replay(args) -> int:
     traces = [t for f in files for t in sample(load_traces(f), args.limit, args.seed)]
     if args.engine_traces:
         questions = {q.question.strip(): q for f in args.questions or [] for q in load_questions(f)}
-        traces += [from_engine_trace(read_trace(f), questions, str(f)) for f in args.engine_traces]
+        for f in args.engine_traces:
+            try:
+                traces.append(from_engine_trace(read_trace(f), questions, str(f)))
+            except InterruptedRun as exc:
+                print(f"skipped {exc}")
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads)
     if s1 is None:
         raise SomaError("replay needs an S1 (--s1 none given)")
@@ -239,10 +250,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
     p.add_argument("--grid", default=DEFAULT_GRID, help="thresholds h to evaluate (inf is always added)")
     p.add_argument("--limit", type=int, help="questions per file, seeded sample (default: all)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the question sample and of S2 sampling")
     p.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
-    p.add_argument("--line-break-slack", type=int, default=128)
-    p.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    p.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
+    p.add_argument("--threads", type=int, help="CPU threads (default: half the usable cores, at least 1)")
     p.add_argument("--calibration", help="calibration file (default: $SOMA_CALIBRATION or calibration/thresholds.json)")
     p.add_argument("--objective", choices=["fewest_tokens", "abstention"], help="how h is chosen (default: by monitor)")
     p.add_argument("--delta", type=float, default=0.0, help="accuracy tolerance against h=inf (fraction)")
@@ -256,13 +267,15 @@ def register(sub) -> None:
     cal.add_argument("--variant", default="soma", choices=["soma", "no_reminder"],
                      help="soma (remind, then take over) or the no-reminder ablation, each with its own h")
     cal.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
-    cal.add_argument("--max-tokens", type=int, default=32768)
-    cal.add_argument("--temperature", type=float, default=0.6)
-    cal.add_argument("--top-p", type=float, default=0.95)
-    cal.add_argument("--top-k", type=int, default=0)
-    cal.add_argument("--n-ctx", type=int, default=8192)
-    cal.add_argument("--n-gpu-layers", type=int, default=0)
+    cal.add_argument("--max-tokens", type=int, default=32768, help="generation limit per question")
+    cal.add_argument("--temperature", type=float, default=0.6, help="S2 sampling temperature (0: greedy)")
+    cal.add_argument("--top-p", type=float, default=0.95, help="S2 nucleus sampling")
+    cal.add_argument("--top-k", type=int, default=0, help="S2 top-k; 0 = off (use 20 for Qwen3)")
+    cal.add_argument("--n-ctx", type=int, default=8192, help="S2 context size in tokens")
+    cal.add_argument("--n-gpu-layers", type=int, default=0, help="S2 layers on the GPU; -1 offloads all")
     cal.add_argument("--out", default="runs/calibrate", help="output folder (traces, results, pareto.png)")
+    cal.add_argument("--save-anyway", action="store_true",
+                     help="write h to the calibration file even from fewer than 20 questions")
     cal.set_defaults(func=cmd_calibrate)
 
     rep = sub.add_parser("replay", help="S1 + controller over recorded S2 traces (no S2 compute)")

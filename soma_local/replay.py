@@ -86,6 +86,11 @@ def load_traces(path: str | Path) -> list[RecordedTrace]:
     return out
 
 
+class InterruptedRun(DataError):
+    """An engine trace of a run stopped by Ctrl-C: its reasoning ends where the user stopped it, so
+    replaying it would score a cut-off run. Replay skips it and says why."""
+
+
 def from_engine_trace(records: Iterable[BaseModel], questions: dict[str, Question], source: str) -> RecordedTrace:
     """One of our own run traces as a recorded trace; answerability and gold come from the dataset
     item with the same question text. Best replayed from vanilla or remind-only runs, which are not
@@ -95,6 +100,8 @@ def from_engine_trace(records: Iterable[BaseModel], questions: dict[str, Questio
     end = next((r for r in records if isinstance(r, RunEnd)), None)
     if start is None or end is None:
         raise DataError(f"{source}: not a finished run trace (needs run_start and run_end)")
+    if end.stop == "interrupted":
+        raise InterruptedRun(f"{source}: the run was interrupted (stop=interrupted), so its reasoning is incomplete")
     q = questions.get(start.question.strip())
     if q is None:
         raise DataError(f"{source}: its question is in none of the --questions files")

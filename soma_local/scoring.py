@@ -56,7 +56,12 @@ def grade(gold: str, answer: str | None) -> bool:
     """Math-Verify, gold first (``verify`` is asymmetric). Safe in threads (no signal timeouts)."""
     if answer is None or not answer.strip():
         return False
+    import logging
+
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    # Timeouts are off on purpose (signals do not work in threads); its warning about that is noise.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
 
     config = [LatexExtractionConfig(), ExprExtractionConfig()]
     gold_parsed = parse(f"${gold}$", extraction_config=config, parsing_timeout=None)

@@ -11,14 +11,14 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 from soma_local.controller import Action, Controller, Decision
 from soma_local.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.base import OnPiece, S2Backend, SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
-from soma_local.s2.session import PauseRule, Session
+from soma_local.s2.session import Pause, PauseRule, Session
 from soma_local.trace import (
     Branch,
     MonitorScan,
@@ -82,6 +82,16 @@ def _scan(s1: S1 | None, monitors: Sequence[Monitor], task: str, reasoning: str)
     return probs, error, time.perf_counter() - t0
 
 
+@dataclass(frozen=True)
+class ThinkingClosed:
+    """Not a trace record: tells a live view that the answer section starts now. ``by`` is "s2"
+    (S2 wrote the closing tag, already streamed), "takeover" or "engine" (S2 stopped without closing
+    thinking, so the engine closed it); ``prefill`` is answer text the engine wrote, never streamed."""
+
+    by: Literal["s2", "takeover", "engine"]
+    prefill: str = ""
+
+
 def supervise(
     question: str,
     s2: S2Backend,
@@ -92,7 +102,11 @@ def supervise(
     on_piece: OnPiece | None = None,
     on_event=None,
 ) -> RunResult:
-    """Run S2 on ``question`` under the monitors. No monitors (or no S1) is a vanilla run."""
+    """Run S2 on ``question`` under the monitors. No monitors (or no S1) is a vanilla run.
+
+    ``on_event`` sees every trace record as it is written, plus ``ThinkingClosed``. Ctrl-C
+    (KeyboardInterrupt) still ends the trace with a ``run_end`` (stop "interrupted"), then propagates.
+    """
     config = config or RunConfig()
     trace = trace or TraceWriter(None)
     emit = on_event or (lambda record: None)
@@ -112,58 +126,120 @@ def supervise(
         m.name: Controller(_threshold(m, config), remind=config.mode not in ("no_reminder", "readout_no_reminder"))
         for m in monitors
     }
-    trace.write(
-        RunStart(
-            question=question,
-            s2_model=s2.name,
-            s1=s1.name if s1 is not None and monitors else "none",
-            monitors=[m.model_dump() for m in monitors],
-            thresholds={k: c.threshold for k, c in controllers.items()},
-            settings={
-                "mode": config.mode,
-                "scan_interval": config.pause.interval,
-                "line_break_slack": config.pause.slack,
-                "max_tokens": config.max_tokens,
-                "thinking": fmt.mode,
-                "sampling": vars(getattr(s2, "sampling", None) or {}),
-            },
-            started_at=datetime.now(timezone.utc).isoformat(),
-        )
+    cut = s1.task_cut(question, [m.statement for m in monitors]) if monitors else None
+    start = RunStart(
+        question=question,
+        s2_model=s2.name,
+        s1=s1.name if s1 is not None and monitors else "none",
+        monitors=[m.model_dump() for m in monitors],
+        thresholds={k: c.threshold for k, c in controllers.items()},
+        settings={
+            "mode": config.mode,
+            "scan_interval": config.pause.interval,
+            "line_break_slack": config.pause.slack,
+            "max_tokens": config.max_tokens,
+            "thinking": fmt.mode,
+            "sampling": vars(getattr(s2, "sampling", None) or {}),
+            **({"s1_task_cut": vars(cut)} if cut else {}),
+        },
+        started_at=datetime.now(timezone.utc).isoformat(),
     )
+    trace.write(start)
+    emit(start)
     if config.sampling is not None:
         s2.set_sampling(config.sampling)
     session = Session(s2, fmt, max_tokens=config.max_tokens, on_piece=on_piece)
-    session.start(prompt)
-    s1_seconds, scans, failed, reminders = 0.0, 0, 0, 0
+    loop = _Loop(session, s1, monitors, controllers, config, question, trace, emit)
+    try:
+        session.start(prompt)
+        stop = loop.run()
+    except KeyboardInterrupt:
+        _end(session, loop, "interrupted", started, trace, emit)
+        raise
+    end = _end(session, loop, stop, started, trace, emit)
+    return RunResult(stop, session.thinking, session.answer, loop.takeover_text, end, trace.records)
+
+
+def _end(session: Session, loop: "_Loop", stop: str, started: float, trace: TraceWriter, emit) -> RunEnd:
+    timings = Timings(
+        wall=time.perf_counter() - started,
+        s2_prefill=session.s2_prefill,
+        s2_decode=session.s2_decode,
+        s1=loop.s1_seconds,
+    )
+    end = RunEnd(
+        stop=stop,
+        thinking=session.thinking,
+        answer=session.answer,
+        output=session.output,
+        takeover=loop.takeover_text,
+        scans=loop.scans,
+        failed_scans=loop.failed,
+        reminders=loop.reminders,
+        tokens=session.tokens,
+        timings=timings,
+    )
+    trace.write(end)
+    emit(end)
+    return end
+
+
+@dataclass
+class _Loop:
+    """The pause -> scan -> act loop of one run, with the counts ``run_end`` reports (kept on the
+    object so that an interrupted run still reports them)."""
+
+    session: Session
+    s1: S1 | None
+    monitors: list[Monitor]
+    controllers: dict[str, Controller]
+    config: RunConfig
+    question: str
+    trace: TraceWriter
+    emit: Callable[[object], None]
+    s1_seconds: float = 0.0
+    scans: int = 0
+    failed: int = 0
+    reminders: int = 0
     takeover_text: str | None = None
-    stop = "answer"
 
-    while True:
-        pause = session.think_to_pause(config.pause)
-        if pause.closed:
-            session.write_answer()
-            break
-        if pause.limit:
-            stop = "limit"
-            break
-        if pause.ended:
-            # S2 ended without closing thinking (small prompted models do): close it and let it
-            # answer, so every run ends with an answer section.
-            session.takeover("", "", max_tokens=max(0, session.remaining))
-            stop = "eos_in_thinking"
-            break
-        if not monitors:
-            continue
+    def write(self, record) -> None:
+        self.trace.write(record)
+        self.emit(record)
 
-        # ---- S1 scan: one batch for every monitor ----
-        probs, error, seconds = _scan(s1, monitors, question, session.thinking)
-        s1_seconds += seconds
-        decisions: dict[str, Decision] = {m.name: controllers[m.name].update(p) for m, p in zip(monitors, probs)}
-        failed += error is not None
+    def run(self) -> str:
+        session, monitors, config = self.session, self.monitors, self.config
+        while True:
+            pause = session.think_to_pause(config.pause)
+            if pause.closed:
+                self.emit(ThinkingClosed("s2"))
+                session.write_answer()
+                return "answer"
+            if pause.limit:
+                return "limit"
+            if pause.ended:
+                # S2 ended without closing thinking (small prompted models do): close it and let it
+                # answer, so every run ends with an answer section.
+                session.close_thinking("", "")
+                self.emit(ThinkingClosed("engine"))
+                session.write_answer(max(0, session.remaining))
+                return "eos_in_thinking"
+            if monitors and self.scan_and_act(pause):
+                return "takeover"
+
+    def scan_and_act(self, pause: Pause) -> bool:
+        """One S1 batch for every monitor, then the controllers' actions; True when S2 was taken over."""
+        session, monitors, config = self.session, self.monitors, self.config
+        probs, error, seconds = _scan(self.s1, monitors, self.question, session.thinking)
+        self.s1_seconds += seconds
+        decisions: dict[str, Decision] = {
+            m.name: self.controllers[m.name].update(p) for m, p in zip(monitors, probs)
+        }
+        self.failed += error is not None
         record = Scan(
-            index=scans,
+            index=self.scans,
             thinking_tokens=session.tokens.thinking,
-            position=s2.position,
+            position=session.backend.position,
             at_line_break=pause.at_line_break,
             monitors={
                 name: MonitorScan(
@@ -174,25 +250,23 @@ def supervise(
             s1_seconds=seconds,
             error=error,
         )
-        trace.write(record)
-        emit(record)
-        scans += 1
+        self.write(record)
+        self.scans += 1
 
         # ---- control: a takeover ends the run; reminders go in as one paragraph each ----
         chosen = next((m for m in monitors if decisions[m.name].action is Action.TAKEOVER), None)
         if chosen is not None:
             t = chosen.takeover
-            takeover_text = session.takeover(t.conclusion, t.prefill, t.max_tokens)
-            event = Takeover(
+            self.takeover_text = session.close_thinking(t.conclusion, t.prefill)
+            self.write(Takeover(
                 monitor=chosen.name,
                 scan_index=record.index,
                 thinking_tokens=record.thinking_tokens,
-                text=takeover_text,
-            )
-            trace.write(event)
-            emit(event)
-            stop = "takeover"
-            break
+                text=self.takeover_text,
+            ))
+            self.emit(ThinkingClosed("takeover", t.prefill))
+            session.write_answer(t.max_tokens)
+            return True
         if config.mode in READOUT_MODES:
             for m in monitors:
                 d = decisions[m.name]
@@ -200,7 +274,7 @@ def supervise(
                 if d.action is Action.NONE and d.evidence is not None and d.score > 0:
                     t = m.takeover
                     result = session.branch_takeover(t.conclusion, t.prefill, t.max_tokens)
-                    trace.write(
+                    self.trace.write(
                         Branch(
                             monitor=m.name,
                             scan_index=record.index,
@@ -214,29 +288,6 @@ def supervise(
             if decisions[m.name].action is Action.REMIND:
                 text = reminder_paragraph(m)
                 n = session.insert(text)
-                event = Reminder(monitor=m.name, thinking_tokens=session.tokens.thinking, text=text, tokens=n)
-                trace.write(event)
-                emit(event)
-                reminders += 1
-
-    timings = Timings(
-        wall=time.perf_counter() - started,
-        s2_prefill=session.s2_prefill,
-        s2_decode=session.s2_decode,
-        s1=s1_seconds,
-    )
-    end = RunEnd(
-        stop=stop,
-        thinking=session.thinking,
-        answer=session.answer,
-        output=session.output,
-        takeover=takeover_text,
-        scans=scans,
-        failed_scans=failed,
-        reminders=reminders,
-        tokens=session.tokens,
-        timings=timings,
-    )
-    trace.write(end)
-    emit(end)
-    return RunResult(stop, session.thinking, session.answer, takeover_text, end, trace.records)
+                self.write(Reminder(monitor=m.name, thinking_tokens=session.tokens.thinking, text=text, tokens=n))
+                self.reminders += 1
+        return False

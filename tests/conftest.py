@@ -67,7 +67,7 @@ def s2(smollm_path):
     from soma_local.s2.base import SamplingParams
     from soma_local.s2.llama_cpp import LlamaCppS2
 
-    backend = LlamaCppS2(smollm_path, n_ctx=4096, sampling=SamplingParams(seed=7), n_threads=2)
+    backend = LlamaCppS2(smollm_path, n_ctx=4096, sampling=SamplingParams(seed=7))  # default threads
     yield backend
     backend.close()
 

@@ -45,3 +45,79 @@ def test_supervised_run_streams_scans_and_writes_trace(tmp_path):
     assert "[scan 1 @" in r.stdout and "stop=" in r.stdout and "\033[" not in r.stdout  # no colour off a TTY
     lines = trace.read_text().splitlines()
     assert '"run_start"' in lines[0] and '"run_end"' in lines[-1] and any('"scan"' in x for x in lines)
+
+
+def _options(parser, name="soma"):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, p in action.choices.items():
+                yield from _options(p, f"{name} {sub}")
+        elif action.option_strings and action.dest not in ("help", "version"):
+            yield name, parser, action
+
+
+def test_help_has_every_option_explained_with_its_default_and_no_markup():
+    from soma_local.cli import build_parser
+
+    parser = build_parser()
+    assert "``" not in parser.format_help()
+    for name, sub, action in _options(parser):
+        assert action.help, f"{name} {action.option_strings[0]} has no help"
+        text = sub.format_help()
+        assert "``" not in text
+        if action.default is not None and action.default is not False:
+            assert f"(default: {action.default})" in " ".join(text.split()), (name, action.option_strings)
+
+
+def test_version():
+    r = soma("--version")
+    assert r.returncode == 0 and r.stdout.strip().startswith("soma 0.")
+
+
+def test_live_view_shows_the_end_of_thinking_and_the_answer_once():
+    import io
+
+    from soma_local.run_view import LiveView
+    from soma_local.supervise import ThinkingClosed
+    from soma_local.trace import RunEnd, Timings, TokenCounts
+
+    out, err = io.StringIO(), io.StringIO()
+    view = LiveView(out, err)
+    for piece in (b"2 + 2 is 4.\n", b"</think>"):  # S2 closes thinking: that token ends the chunk
+        view.on_piece(piece)
+    view.on_event(ThinkingClosed("s2"))
+    for piece in (b"\n\n", b"The answer is \\boxed{4}."):
+        view.on_piece(piece)
+    view.summary(RunEnd(stop="answer", thinking="2 + 2 is 4.\n", answer="\n\nThe answer is \\boxed{4}.",
+                        output="", takeover=None, scans=0, failed_scans=0, reminders=0, tokens=TokenCounts(),
+                        timings=Timings()))
+    text = out.getvalue()
+    assert "</think>\nanswer: The answer is \\boxed{4}.\nfinal answer: 4\nstop=answer" in text
+    assert text.count("\\boxed{4}") == 1 and err.getvalue() == ""
+
+
+def test_quiet_json_run_and_calibration_source_in_the_header(tmp_path, smollm_path):
+    import json
+
+    from soma_local.calibrate import CalibrationEntry, Objective, save_entry
+
+    cal = tmp_path / "thresholds.json"
+    save_entry(cal, CalibrationEntry(s1="classifier:minilm-rules", s2=smollm_path.name, monitor="overthinking",
+                                     threshold=0.5, objective=Objective(kind="fewest_tokens"), scan_interval=256,
+                                     datasets=["x.jsonl"], n_questions=1, results="r.json"))
+    base = ["run", "What is 2+2?", "--max-tokens", "8", "--calibration", str(cal), "--trace", str(tmp_path / "t.jsonl")]
+    r = soma(*base)
+    assert r.returncode == 0, r.stderr
+    header = next(line for line in r.stdout.splitlines() if line.startswith("takeover thresholds h:"))
+    assert f"overthinking 0.5 (calibration {cal}, 1 questions" in header
+    assert "unanswerable 3 (monitor default)" in header
+    assert "calibrated on only 1 question" in r.stderr and "Loading weights" not in r.stderr
+    r = soma(*base, "--threshold", "overthinking=2", "--quiet", "--json")
+    assert r.returncode == 0 and "calibrated on only" not in r.stderr
+    *answer, last = r.stdout.splitlines()
+    summary = json.loads(last)
+    assert summary["thresholds"]["overthinking"] == {"h": "2", "source": "--threshold"}
+    assert summary["stop"] in ("limit", "answer", "eos_in_thinking") and summary["tokens"]["thinking"] <= 8
+    assert "question:" not in r.stdout and "[scan" not in r.stdout

@@ -16,6 +16,9 @@ def test_calibrate_writes_results_plot_and_a_calibration_entry_soma_run_reads(tm
             "48", "--line-break-slack", "16", "--threads", "2", "--n-ctx", "2048", "--grid", "0.5,2",
             "--out", str(out), "--calibration", str(cal)]
     assert main(args) == 0
+    assert not cal.exists(), "one question is too few to set h for later runs"
+    args.append("--save-anyway")
+    assert main(args) == 0
     results = json.loads((out / "calibration_results.json").read_text())
     assert set(results["items"]) == {"0.5", "2", "inf"}
     assert (out / "pareto.png").stat().st_size > 0 and len(list((out / "traces").glob("*.jsonl"))) == 1

@@ -5,6 +5,7 @@ import pytest
 from soma_local.errors import ModelFileError
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
+from soma_local.s2.formats import prompt_ids as ids_of
 from soma_local.s2.llama_cpp import LlamaCppS2
 from soma_local.s2.session import PauseRule, Session
 
@@ -13,11 +14,11 @@ QUESTION = "List the first twenty prime numbers and explain for each why it is p
 
 def prompt_ids(s2, question=QUESTION):
     fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
-    text = render_prompt(
+    prompt = render_prompt(
         s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, True),
         fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token,
     )
-    return s2.tokenize(text, special=True)
+    return ids_of(s2, prompt)
 
 
 def fresh(s2, seed):
@@ -28,7 +29,7 @@ def fresh(s2, seed):
 def test_prompted_thinking_is_detected_and_prefilled(s2):
     fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
     assert fmt.mode == "prompted"  # SmolLM2 has no <think> token
-    text = render_prompt(s2.chat_template, model_path="m", user="hi", system=None, fmt=fmt)
+    text = render_prompt(s2.chat_template, model_path="m", user="hi", system=None, fmt=fmt).text
     assert text.endswith("<|im_start|>assistant\n<think>\n")
     assert detect_thinking("{{ '<think>' }}", True).mode == "native"
 

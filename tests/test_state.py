@@ -1,4 +1,4 @@
-from soma_local.state import build_state, format_state
+from soma_local.state import REASONING_SHARE, build_state, format_state, task_cut
 
 from conftest import WordTokenizer
 
@@ -33,10 +33,28 @@ def test_truncation_keeps_task_whole_and_newest_reasoning():
     assert body.startswith("line "), "cut starts at a line boundary"
 
 
-def test_task_kept_even_when_it_alone_exceeds_the_limit():
-    task = "x" * 500
-    state = build_state(task, "some reasoning", Chars(), limit=100)
-    assert state == format_state(task, "")
+def test_a_task_that_fits_beside_a_share_of_reasoning_is_kept_whole():
+    """The paper's rule wherever it leaves S1 something to judge."""
+    short = "q" * 40  # of a 73-token budget: the reasoning still gets more than its third
+    assert task_cut(short, Chars(), limit=100) is None
+    state = build_state(short, "r" * 500, Chars(), limit=100)
+    assert state.startswith(f"Task: {short}\n\nReasoning so far: ") and len(state) == 100
+
+
+def test_long_task_is_cut_so_the_newest_reasoning_keeps_its_share():
+    """A task that alone fills S1's input used to leave S1 no reasoning at all (issue 12, item 7)."""
+    task = "".join(f"[{i:05d}]" for i in range(30000))  # ~210k characters
+    reasoning = "\n".join(f"line {i} of the reasoning" for i in range(300))
+    limit, reserve = 600, 50
+    cut = task_cut(task, Chars(), limit, reserve)
+    assert cut is not None and cut.task_tokens == len(task) and cut.kept_tokens < cut.budget
+    state = build_state(task, reasoning, Chars(), limit, reserve)
+    assert len(state) <= limit - reserve
+    shown_task, body = state[len("Task: "):].split("\n\nReasoning so far: ", 1)
+    assert shown_task.startswith("[00000]") and shown_task.endswith("[29999]"), "its beginning and end"
+    assert "tokens of the task left out" in shown_task
+    assert body.endswith("line 299 of the reasoning")
+    assert len(body) >= REASONING_SHARE * (limit - reserve - len("Task: \n\nReasoning so far: ")) - 64
 
 
 def test_real_tokenizer_truncation(s2):

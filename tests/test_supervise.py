@@ -101,3 +101,29 @@ def test_full_context_ends_the_run_as_a_limit(smollm_path):
         small.close()
     assert result.stop == "limit"
     assert result.end.tokens.prompt + result.end.tokens.thinking <= 256
+
+
+class _Chars:
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+    def decode(self, ids):
+        return "".join(map(chr, ids))
+
+
+def test_a_long_task_is_cut_for_s1_and_the_run_says_so(s2):
+    """Issue 12, item 7: a task that fills S1's input no longer leaves S1 blind to the reasoning."""
+    (m,) = resolve_monitors(["overthinking"])
+    s1 = ScriptedS1([0.1], input_limit=2000)
+    s1._tok = _Chars()
+    task = "Background. " * 500 + QUESTION  # ~6k characters against a 2k-character S1 input
+    events = []
+    result = supervise(task, s2, s1, [m], config(max_tokens=80, pause=PauseRule(32, 8)), on_event=events.append)
+    cut = result.records[0].settings["s1_task_cut"]
+    assert cut["task_tokens"] == len(task) and cut["kept_tokens"] < cut["budget"] < 2000
+    assert events[0] is result.records[0], "the live view hears of the cut before S2 starts"
+    assert s1.seen, "S1 scanned"
+    state = s1.seen[0][0][1]
+    shown_task, reasoning = state.split("\n\nReasoning so far: ", 1)
+    assert "tokens of the task left out" in shown_task and shown_task.endswith(QUESTION), "its end is kept"
+    assert len(state) <= 2000 and len(reasoning) >= 20 and reasoning in result.end.thinking, "S1 reads reasoning"

@@ -50,8 +50,19 @@ def cmd_bench_run(args) -> int:
     return 0
 
 
+def _existing(path: str, kind: str) -> Path:
+    """A results path given on the command line, which must exist (and be a ``kind``)."""
+    p = Path(path)
+    ok = p.is_dir() if kind == "folder" else p.is_file()
+    if not ok:
+        raise SomaError(f"{path}: no such {kind}" if not p.exists() else f"{path}: not a {kind}")
+    return p
+
+
 def cmd_bench_report(args) -> int:
     from soma_local.bench.report import write_reports
+
+    _existing(args.results, "folder")
 
     for path in write_reports(Path(args.results), Path(args.out or args.results), delta=args.delta):
         print(path)
@@ -60,6 +71,8 @@ def cmd_bench_report(args) -> int:
 
 def cmd_bench_view(args) -> int:
     from soma_local.bench.viewer import write_viewer
+
+    _existing(args.results, "file")
 
     path = write_viewer(Path(args.results), args.id, Path(args.out) if args.out else None, args.h)
     print(path)
@@ -74,33 +87,34 @@ def register(sub) -> None:
     bsub = bench.add_subparsers(dest="bench_command", required=True)
 
     run = bsub.add_parser("run", help="run methods x benchmarks into resumable result files")
-    run.add_argument("--method", action="append", required=True, choices=METHODS)
-    run.add_argument("--benchmark", action="append", required=True, choices=list(BENCHMARKS))
+    run.add_argument("--method", action="append", required=True, choices=METHODS, help="method to run (repeatable)")
+    run.add_argument("--benchmark", action="append", required=True, choices=list(BENCHMARKS),
+                     help="benchmark to run (repeatable)")
     run.add_argument("--out", default="benchmarks/results/runs", help="result directory")
     run.add_argument("--limit", type=int, help="questions per benchmark (seeded sample)")
-    run.add_argument("--sample-seed", type=int, default=0)
+    run.add_argument("--sample-seed", type=int, default=0, help="seed of the --limit question sample")
     run.add_argument("--workers", type=int, default=1, help="processes, each with its own S2 (and S1)")
     run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
     run.add_argument("--s1", default=DEFAULT_S1, help="S1 spec for SOMA methods (default: %(default)s)")
-    run.add_argument("--s1-temperature", type=float)
+    run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
     run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")
-    run.add_argument("--deer-threshold", type=float, default=0.95)
+    run.add_argument("--deer-threshold", type=float, default=0.95, help="DEER: answer confidence that stops thinking")
     run.add_argument("--dynasor-interval", type=int, default=32, help="base probe interval of the sweep")
-    run.add_argument("--ses-alpha", type=float, default=0.05)
+    run.add_argument("--ses-alpha", type=float, default=0.05, help="SES: significance level of the stopping test")
     run.add_argument("--ses-rule", choices=["parametric", "conformal"], default="parametric",
                      help="SES stopping rule: renewal-process z-test, or maxwise conformal (fits with few keywords)")
-    run.add_argument("--scan-interval", type=int, default=256)
-    run.add_argument("--line-break-slack", type=int, default=128)
-    run.add_argument("--max-tokens", type=int, default=32768)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--temperature", type=float, default=0.6)
-    run.add_argument("--top-p", type=float, default=0.95)
+    run.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
+    run.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
+    run.add_argument("--max-tokens", type=int, default=32768, help="generation limit per question")
+    run.add_argument("--seed", type=int, default=0, help="S2 sampling seed")
+    run.add_argument("--temperature", type=float, default=0.6, help="S2 sampling temperature (0: greedy)")
+    run.add_argument("--top-p", type=float, default=0.95, help="S2 nucleus sampling")
     run.add_argument("--top-k", type=int, default=0, help="0 = off (use 20 for Qwen3)")
-    run.add_argument("--n-ctx", type=int, default=8192)
-    run.add_argument("--n-gpu-layers", type=int, default=0)
-    run.add_argument("--threads", type=int)
-    run.add_argument("--flash-attn", action="store_true")
+    run.add_argument("--n-ctx", type=int, default=8192, help="S2 context size in tokens")
+    run.add_argument("--n-gpu-layers", type=int, default=0, help="S2 layers on the GPU; -1 offloads all")
+    run.add_argument("--threads", type=int, help="CPU threads per worker (default: half the usable cores, at least 1)")
+    run.add_argument("--flash-attn", action="store_true", help="flash attention in llama.cpp (GPU builds)")
     run.set_defaults(func=cmd_bench_run)
 
     report = bsub.add_parser("report", help="Tables 2-4 (Markdown, CSV) and the Pareto plot from results")

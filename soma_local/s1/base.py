@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Sequence
 
-from soma_local.state import TokenCounter, build_state, longest_tokens
+from soma_local.state import TaskCut, TokenCounter, build_state, longest_tokens, task_cut
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,15 @@ class S1(ABC):
     def score_states(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         """Probabilities that each (statement, state) holds, in order."""
 
+    def _reserve(self, statements: Sequence[str]) -> int:
+        return longest_tokens(statements, self.tokenizer) + self.template_tokens
+
     def state_for(self, task: str, reasoning: str, statements: Sequence[str]) -> str:
-        reserve = longest_tokens(statements, self.tokenizer) + self.template_tokens
-        return build_state(task, reasoning, self.tokenizer, self.input_limit, reserve)
+        return build_state(task, reasoning, self.tokenizer, self.input_limit, self._reserve(statements))
+
+    def task_cut(self, task: str, statements: Sequence[str]) -> TaskCut | None:
+        """Whether this S1 reads the task cut (see ``state.py``), so a run can say so up front."""
+        return task_cut(task, self.tokenizer, self.input_limit, self._reserve(statements))
 
     def score(self, queries: Sequence[S1Query]) -> list[float | None]:
         statements = [q.statement for q in queries]

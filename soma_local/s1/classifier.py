@@ -61,7 +61,9 @@ class PairEncoder:
         # huggingface_hub reads this when it is first imported, so it is set before transformers is.
         os.environ["HF_HUB_OFFLINE"] = "1"
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # a "Loading weights" bar on every run is noise
         self.device = resolve_device(device)
         try:
             self.tok = AutoTokenizer.from_pretrained(str(backbone), local_files_only=True)

@@ -16,6 +16,13 @@ from soma_local.s1.base import S1
 from soma_local.state import TokenCounter
 
 DEFAULT_S1 = "classifier"
+KNOWN = "classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL], none"
+
+
+def check_spec(spec: str | None) -> None:
+    """Reject an unknown S1 kind before anything loads."""
+    if (spec or DEFAULT_S1).partition(":")[0] not in ("classifier", "readout", "jev", "none"):
+        raise S1Error(f"unknown S1 '{spec}' (known: {KNOWN})")
 
 
 def load_s1(
@@ -27,6 +34,7 @@ def load_s1(
     n_gpu_layers: int = 0,
     tokenizer: TokenCounter | None = None,
 ) -> S1 | None:
+    check_spec(spec)
     spec = spec or DEFAULT_S1
     kind, _, arg = spec.partition(":")
     if kind == "none":
@@ -34,10 +42,12 @@ def load_s1(
     if kind == "classifier":
         from soma_local.s1.classifier import ClassifierS1
 
-        if n_threads:  # torch's pool is per process; without this it spins on every core beside llama.cpp
-            import torch
+        import torch
 
-            torch.set_num_threads(n_threads)
+        from soma_local.s2.llama_cpp import default_threads
+
+        # torch's pool is per process; left alone it would use every core beside llama.cpp's threads.
+        torch.set_num_threads(n_threads or default_threads())
         return ClassifierS1(arg or None, input_limit=input_limit, temperature=temperature)
     if kind == "readout":
         from soma_local.s1.readout import ReadoutS1
@@ -59,4 +69,4 @@ def load_s1(
             key_env=key_env,
             input_limit=input_limit or 2048,
         )
-    raise S1Error(f"unknown S1 '{spec}' (known: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL], none)")
+    raise AssertionError(f"check_spec let an unhandled S1 kind through: {kind}")

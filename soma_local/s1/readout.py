@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from soma_local.s1.base import S1, sigmoid
-from soma_local.s2.formats import render_prompt, ThinkingFormat
+from soma_local.s2.formats import Prompt, ThinkingFormat, prompt_ids, render_prompt
 from soma_local.s2.llama_cpp import LlamaCppS2
 
 JUDGE_SYSTEM = (
@@ -51,14 +51,14 @@ class ReadoutS1(S1):
         self._no = self._first_ids(_NO)
         # Render once with placeholders to learn how many tokens the template adds.
         probe = self._prompt("", "")
-        self.template_tokens = len(self.llm.tokenize(probe, special=True)) + 8
+        self.template_tokens = len(prompt_ids(self.llm, probe)) + 8
 
     def _first_ids(self, words: Sequence[str]) -> np.ndarray:
         ids = {self.llm.tokenize(w)[0] for w in words if self.llm.tokenize(w)}
         return np.array(sorted(ids), dtype=np.int64)
 
-    def _prompt(self, statement: str, state: str) -> str:
-        text = render_prompt(
+    def _prompt(self, statement: str, state: str) -> Prompt:
+        prompt = render_prompt(
             self.llm.chat_template,
             model_path=str(self.llm.path),
             user=JUDGE_USER.format(state=state, statement=statement),
@@ -68,16 +68,14 @@ class ReadoutS1(S1):
             eos_token=self.llm.eos_token,
         )
         # render_prompt pre-fills a thinking tag for S2; the judge answers directly.
-        return text[: -len("<think>\n")]
+        return prompt.without_suffix("<think>\n")
 
     @property
     def tokenizer(self) -> LlamaCppS2:
         return self.llm
 
     def logit(self, statement: str, state: str) -> float:
-        prompt = self._prompt(statement, state)
-        add_bos = bool(self.llm.bos_token) and not prompt.startswith(self.llm.bos_token)
-        self.llm.load_prompt(self.llm.tokenize(prompt, special=True, add_bos=add_bos))
+        self.llm.load_prompt(prompt_ids(self.llm, self._prompt(statement, state)))
         logits = self.llm.next_logits().astype(np.float64)
         top = logits.max()
         yes = np.log(np.exp(logits[self._yes] - top).sum()) + top

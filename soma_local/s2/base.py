@@ -48,6 +48,8 @@ class S2Backend(ABC):
     chat_template: str | None
     bos_token: str
     eos_token: str
+    # Called as (tokens loaded, prompt tokens) while a long prompt loads, if the backend can tell.
+    prompt_progress: Callable[[int, int], None] | None = None
 
     @abstractmethod
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]: ...

@@ -8,8 +8,9 @@ tag pre-filled, so thinking starts at the first generated token.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from soma_local.errors import ModelFileError
 
@@ -50,6 +51,51 @@ def system_prompt(fmt: ThinkingFormat, supervised: bool, extra: str | None = Non
     return " ".join(parts) if parts else None
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered chat prompt kept in pieces: ``(text, is_template)``.
+
+    Only the chat template's own text may become control tokens (``<|im_start|>``, a native
+    ``</think>``); message content (the user's question, a system text, an S1 state with S2's
+    reasoning in it) is always tokenized as plain text. Otherwise a question containing
+    ``<|im_end|>\n<|im_start|>assistant`` would open a real turn that the model obeys.
+    """
+
+    parts: tuple[tuple[str, bool], ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+    def without_suffix(self, suffix: str) -> "Prompt":
+        """The prompt with ``suffix`` removed from the end of its last (template) part."""
+        *head, (last, template) = self.parts
+        if not (template and last.endswith(suffix)):
+            raise ValueError(f"prompt does not end with template text {suffix!r}")
+        return Prompt((*head, (last[: len(last) - len(suffix)], True)))
+
+
+class Tokenizes(Protocol):
+    bos_token: str
+
+    def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]: ...
+
+
+def prompt_ids(backend: Tokenizes, prompt: Prompt) -> list[int]:
+    """Token ids of a prompt: template parts with special tokens parsed, content parts without."""
+    add_bos = bool(backend.bos_token) and not prompt.text.startswith(backend.bos_token)
+    ids: list[int] = []
+    for text, template in prompt.parts:
+        if text:
+            ids += backend.tokenize(text, special=template, add_bos=add_bos and not ids)
+    return ids
+
+
+# Private-use code points: no template writes them, so they mark exactly where content went.
+_MARK = "\ue000{}\ue001"
+_MARKS = re.compile("\ue000(\\d+)\ue001")
+
+
 def render_prompt(
     chat_template: str | None,
     *,
@@ -59,8 +105,11 @@ def render_prompt(
     fmt: ThinkingFormat,
     bos_token: str = "",
     eos_token: str = "",
-) -> str:
-    """Apply the GGUF's chat template and pre-fill the opening thinking tag."""
+) -> Prompt:
+    """Apply the GGUF's chat template and pre-fill the opening thinking tag.
+
+    The template is rendered with a marker in place of each message's content, then the markers
+    are replaced by the content as separate plain-text parts (see ``Prompt``)."""
     if not chat_template:
         raise ModelFileError(
             f"{model_path}: the GGUF has no chat template (metadata 'tokenizer.chat_template'); "
@@ -71,14 +120,21 @@ def render_prompt(
     formatter = Jinja2ChatFormatter(
         template=chat_template, eos_token=eos_token, bos_token=bos_token, add_generation_prompt=True
     )
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": user}
-    ]
+    contents = ([system] if system else []) + [user]
+    roles = (["system"] if system else []) + ["user"]
+    messages = [{"role": r, "content": _MARK.format(i)} for i, r in enumerate(roles)]
     try:
-        prompt = formatter(messages=messages).prompt
+        rendered = formatter(messages=messages).prompt
     except Exception as exc:  # jinja2 errors carry no file name
         raise ModelFileError(f"{model_path}: chat template failed to render: {exc}") from None
-    stripped = prompt.rstrip()
+    pieces = _MARKS.split(rendered)  # template, index, template, index, ..., template
+    if str(len(contents) - 1) not in pieces[1::2]:
+        raise ModelFileError(f"{model_path}: the chat template does not place the user's message")
+    parts = [(piece, True) if i % 2 == 0 else (contents[int(piece)], False) for i, piece in enumerate(pieces)]
+    last = parts[-1][0]
+    stripped = last.rstrip()
     if stripped.endswith(fmt.open):
-        return stripped + "\n"
-    return prompt + fmt.open + "\n"
+        parts[-1] = (stripped + "\n", True)
+    else:
+        parts[-1] = (last + fmt.open + "\n", True)
+    return Prompt(tuple(parts))

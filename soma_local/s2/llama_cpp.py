@@ -15,13 +15,45 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from soma_local.errors import ModelFileError
 from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams
 
 # Room kept free in the context for a takeover's text and its answer.
 _CONTEXT_MARGIN = 16
+# Prompts longer than this report their loading progress (a CPU decodes a few hundred tokens a second).
+_PROGRESS_FROM = 4096
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (a container or taskset may allow fewer than the machine has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """CPU threads when --threads is not given: half the usable cores, at least one.
+
+    llama.cpp's OpenMP threads meet at a barrier after every operation and spin while they wait, so
+    when they take every core, whatever else runs (the terminal showing the stream, another program)
+    stalls all of them: on 2 cores, 2 threads decoded 3x slower than 1 on a quiet machine and 7-15x
+    slower on a busy one (``benchmarks/threads.py``). Half the cores also approximates the physical
+    cores on machines with two hardware threads per core, which is what llama.cpp itself uses."""
+    return max(1, usable_cores() // 2)
+
+
+def _wait_passively_if_every_core(n_threads: int) -> None:
+    """When llama.cpp's threads take every core, make OpenMP threads sleep at barriers, not spin.
+
+    With every core spinning, one preempted thread stalls the rest until it runs again: at 2 threads
+    on 2 busy cores, spinning decoded 0.5-0.9 tok/s and passive waiting 13-20 (``benchmarks/threads.py``).
+    OpenMP reads the policy once, when it loads, so this only acts before llama.cpp is first loaded
+    in the process, and never overrides a policy the user set."""
+    if n_threads > 1 and n_threads >= usable_cores():
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def extra_buffer_types_allowed() -> bool:
@@ -79,10 +111,11 @@ class LlamaCppS2(S2Backend):
         path = Path(model_path)
         if not path.is_file():
             raise ModelFileError(f"{path}: S2 model file not found")
+        threads = n_threads or default_threads()
+        _wait_passively_if_every_core(threads)
         import llama_cpp
 
         self._lib = llama_cpp
-        threads = n_threads or max(1, (os.cpu_count() or 2))
         try:
             with _model_params(extra_buffer_types_allowed()):
                 self.llm = llama_cpp.Llama(
@@ -162,13 +195,15 @@ class LlamaCppS2(S2Backend):
     def context_left(self) -> int:
         return self.n_ctx - len(self._ids) - _CONTEXT_MARGIN
 
-    def _decode(self, ids: list[int]) -> None:
+    def _decode(self, ids: list[int], progress: Callable[[int, int], None] | None = None) -> None:
         lib = self._lib
         if len(self._ids) + len(ids) > self.n_ctx:
             raise ModelFileError(
                 f"{self.name}: context of {self.n_ctx} tokens is full; raise --n-ctx"
             )
         for start in range(0, len(ids), self.n_batch):
+            if progress is not None:
+                progress(start, len(ids))
             part = ids[start : start + self.n_batch]
             if len(part) == 1:
                 self._one[0] = part[0]
@@ -200,8 +235,11 @@ class LlamaCppS2(S2Backend):
         t0 = time.perf_counter()
         self._lib.llama_memory_seq_rm(self._mem, -1, 0, -1)
         self._ids.clear()
-        self._decode(ids[:-1])
+        report = self.prompt_progress if len(ids) > _PROGRESS_FROM else None
+        self._decode(ids[:-1], report)
         self._decode(ids[-1:])  # the last token on its own, as after any rollback
+        if report is not None:
+            report(len(ids), len(ids))
         self._tail = b""
         return time.perf_counter() - t0
 

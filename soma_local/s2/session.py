@@ -9,7 +9,7 @@ import codecs
 from dataclasses import dataclass, field
 
 from soma_local.s2.base import Chunk, OnPiece, S2Backend
-from soma_local.s2.formats import ThinkingFormat
+from soma_local.s2.formats import Prompt, ThinkingFormat, prompt_ids
 from soma_local.trace import TokenCounts
 
 
@@ -70,9 +70,8 @@ class Session:
         return self._output.decode("utf-8", errors="replace")
 
     # ---- setup -------------------------------------------------------------------------------
-    def start(self, prompt: str) -> None:
-        add_bos = bool(self.backend.bos_token) and not prompt.startswith(self.backend.bos_token)
-        ids = self.backend.tokenize(prompt, special=True, add_bos=add_bos)
+    def start(self, prompt: Prompt) -> None:
+        ids = prompt_ids(self.backend, prompt)
         self.tokens.prompt = len(ids)
         self.s2_prefill += self.backend.load_prompt(ids)
 
@@ -137,15 +136,21 @@ class Session:
         )
         return ids, before + self.fmt.close + after
 
-    def takeover(self, conclusion: str, prefill: str, max_tokens: int) -> str:
-        """Close thinking with the monitor's text and let S2 write at most ``max_tokens``."""
+    def close_thinking(self, conclusion: str, prefill: str) -> str:
+        """Close thinking with the monitor's text; the answer section starts with ``prefill``.
+        Returns the text fed to S2 (a live view shows it before the answer streams)."""
         ids, text = self._takeover_ids(conclusion, prefill)
         self.s2_prefill += self.backend.feed(ids)
         self.tokens.inserted += len(ids)
         self._output += text.encode()
         self._answer += prefill.encode()
         self.closed = True
-        self._write_answer(max_tokens)
+        return text
+
+    def takeover(self, conclusion: str, prefill: str, max_tokens: int) -> str:
+        """Close thinking with the monitor's text and let S2 write at most ``max_tokens``."""
+        text = self.close_thinking(conclusion, prefill)
+        self.write_answer(max_tokens)
         return text
 
     def branch_takeover(self, conclusion: str, prefill: str, max_tokens: int) -> BranchResult:
@@ -159,9 +164,10 @@ class Session:
         return BranchResult(text=prefill + chunk.text, inserted=len(ids), generated=len(chunk.ids))
 
     # ---- answer ---------------------------------------------------------------------------
-    def write_answer(self) -> None:
-        """After S2 closed thinking itself: the answer, within the generation limit."""
-        self._write_answer(self.remaining)
+    def write_answer(self, max_tokens: int | None = None) -> None:
+        """The answer after thinking closed: ``max_tokens`` (a takeover's allowance), else whatever
+        the generation limit leaves."""
+        self._write_answer(self.remaining if max_tokens is None else max_tokens)
 
     def _write_answer(self, n: int) -> None:
         if n <= 0:

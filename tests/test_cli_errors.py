@@ -1,0 +1,65 @@
+"""Every user error of issue 12 (items 4 and 5): one line naming the problem, exit 2, no model loaded.
+
+In-process, with the model constructors replaced by ones that fail the test, so "before any model
+loads" is checked, not assumed.
+"""
+
+import io
+import sys
+
+import pytest
+
+from soma_local.cli import main
+
+NON_UTF8 = b"How many \xff\xfe apples?"
+
+
+@pytest.fixture(autouse=True)
+def no_models(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded for a bad command line")
+
+    monkeypatch.setattr("soma_local.s2.llama_cpp.LlamaCppS2.__init__", refuse)
+    monkeypatch.setattr("soma_local.s1.factory.load_s1", refuse)
+
+
+def _cases(tmp_path):
+    bad_file = tmp_path / "q.txt"
+    bad_file.write_bytes(NON_UTF8)
+    missing = str(tmp_path / "missing")
+    return [
+        # (argv, stdin bytes, words the message must contain)
+        (["run", "q", "--threshold", "overthinking=-1"], None, ["--threshold overthinking=-1", "> 0"]),
+        (["run", "q", "--threshold", "overthinking=nan"], None, ["--threshold overthinking=nan", "> 0"]),
+        (["run", "q", "--scan-interval", "0"], None, ["--scan-interval 0", "> 0"]),
+        (["run", "--file", missing], None, [missing, "no such file"]),
+        (["run", "--file", str(bad_file)], None, [str(bad_file), "not UTF-8"]),
+        (["run", "-"], NON_UTF8, ["standard input", "not UTF-8"]),
+        (["run", "q", "--chat-template", missing], None, ["--chat-template", "no such file"]),
+        (["run", "q", "--trace", str(tmp_path)], None, ["--trace", "is a directory"]),
+        (["bench", "view", missing + ".jsonl", "x"], None, [missing + ".jsonl", "no such file"]),
+        (["run", "q", "--threshold", "nosuch=1"], None, ["no monitor 'nosuch'", "overthinking"]),
+        (["run", ""], None, ["question is empty"]),
+        (["run", "   "], None, ["question is empty"]),
+        (["bench", "report", missing], None, [missing, "no such folder"]),
+        (["run", "q", "--max-tokens", "0"], None, ["--max-tokens 0", "> 0"]),
+        (["run", "q", "--max-tokens", "9000"], None, ["--max-tokens 9000", "--n-ctx 8192"]),
+        (["run", "q", "--s1", "nosuch"], None, ["unknown S1 'nosuch'"]),
+        (["run", "q", "--threads", "0"], None, ["--threads 0"]),
+        (["run", "q", "--top-p", "0"], None, ["--top-p 0"]),
+        (["run", "q", "--file", str(bad_file)], None, ["either as an argument or with --file"]),
+    ]
+
+
+def test_every_bad_input_is_one_line_with_exit_2_before_any_model(tmp_path, monkeypatch, capsys):
+    for argv, stdin, words in _cases(tmp_path):
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        code = main(argv)
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert code == 2, (argv, err)
+        assert len(lines) == 1 and lines[0].startswith("soma: error: "), (argv, err)
+        assert all(w in lines[0] for w in words), (argv, lines[0], words)
+        assert out == "", (argv, out)
+    assert not (tmp_path / "missing").exists(), "bench report created the folder it was asked to read"
