@@ -12,6 +12,7 @@ from typing import get_args
 from soma_local.cli_tools import register as register_tools
 from soma_local.bench.cli import register as register_bench
 from soma_local.errors import SomaError
+from soma_local.s2.build import add_s2_arguments
 from soma_local.supervise import Mode
 
 DEMO_QUESTION = (
@@ -69,11 +70,9 @@ def _calibrated(args, s1, s2, monitors) -> dict[str, float]:
 
 
 def cmd_run(args) -> int:
-    from soma_local.models import resolve_gguf
     from soma_local.monitors import resolve_monitors
     from soma_local.s1.factory import load_s1
-    from soma_local.s2.base import SamplingParams
-    from soma_local.s2.llama_cpp import LlamaCppS2
+    from soma_local.s2.build import build_s2, s2_options
     from soma_local.s2.session import PauseRule, incremental_printer
     from soma_local.supervise import RunConfig, supervise
     from soma_local.trace import Reminder, RunEnd, Scan, Takeover, TraceWriter
@@ -82,17 +81,9 @@ def cmd_run(args) -> int:
     style = Style(out)
     question = _read_question(args)
     monitors = resolve_monitors(args.monitor or ["overthinking", "unanswerable"])
-    s2_path = resolve_gguf(args.s2_model)
-    sampling = SamplingParams(args.temperature, args.top_p, args.top_k, 0.0, args.seed)
-    s2 = LlamaCppS2(
-        s2_path,
-        n_ctx=args.n_ctx,
-        n_gpu_layers=args.n_gpu_layers,
-        n_threads=args.threads,
-        flash_attn=args.flash_attn,
-        chat_template=Path(args.chat_template).read_text() if args.chat_template else None,
-        sampling=sampling,
-    )
+    options = s2_options(args)
+    sampling = options.sampling
+    s2 = build_s2(options)
     s1 = load_s1(
         args.s1,
         temperature=args.s1_temperature,
@@ -178,8 +169,6 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="supervise S2 on one question")
     run.add_argument("question", nargs="?", help="the question; '-' reads stdin (default: a demo question)")
     run.add_argument("--file", help="read the question from a file")
-    run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
-    run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
     run.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or none (default: classifier)")
     run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T)")
     run.add_argument("--monitor", action="append", help="monitor name or .toml path (repeatable)")
@@ -190,14 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
     run.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
     run.add_argument("--max-tokens", type=int, default=32768, help="generation limit")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--temperature", type=float, default=0.6)
-    run.add_argument("--top-p", type=float, default=0.95)
-    run.add_argument("--top-k", type=int, default=0, help="0 = off (use 20 for Qwen3)")
-    run.add_argument("--n-ctx", type=int, default=8192, help="S2 context size")
-    run.add_argument("--n-gpu-layers", type=int, default=0, help="-1 offloads all layers")
-    run.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
-    run.add_argument("--flash-attn", action="store_true")
+    add_s2_arguments(run)
     run.add_argument("--trace", help="trace JSONL path (default: runs/<time>.jsonl)")
     run.set_defaults(func=cmd_run)
     srv = sub.add_parser("serve", help="serve a local S1 as a Jev-compatible /v1/systemone")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from soma_local.data_dir import data_dir
 from soma_local.errors import DataError, SomaError
+from soma_local.s2.build import add_s2_arguments
 
 DEFAULT_GRID = "0.25,0.5,1,1.5,2,3,4,6,8"
 
@@ -58,14 +59,12 @@ def cmd_calibrate(args) -> int:
     from soma_local.bench.datasets import scenario_prompt
     from soma_local.calibration_runs import grid_results, load_questions, run_readouts
     from soma_local.metrics import summarize
-    from soma_local.models import resolve_gguf
     from soma_local.monitors import resolve_monitors
     from soma_local.readout import ReadoutRun
     from soma_local.replay import sample
     from soma_local.report import h_label, pareto_plot, table
     from soma_local.s1.factory import load_s1
-    from soma_local.s2.base import SamplingParams
-    from soma_local.s2.llama_cpp import LlamaCppS2
+    from soma_local.s2.build import build_s2, s2_options
     from soma_local.s2.session import PauseRule
     from soma_local.supervise import RunConfig
     from soma_local.trace import read_trace
@@ -80,9 +79,9 @@ def cmd_calibrate(args) -> int:
     questions = [q for f in files for q in sample(load_questions(f), args.limit, args.seed)]
     objective = _objective(args, monitor.name)
     grid = _grid(args.grid)
-    sampling = SamplingParams(args.temperature, args.top_p, args.top_k, 0.0, args.seed)
-    s2 = LlamaCppS2(resolve_gguf(args.s2_model), n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
-                    n_threads=args.threads, sampling=sampling)
+    options = s2_options(args)
+    sampling = options.sampling
+    s2 = build_s2(options)
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
     if s1 is None:
         raise SomaError("calibration needs an S1 (--s1 none given)")
@@ -252,13 +251,8 @@ def register(sub) -> None:
     cal.add_argument("--data", action="append", help="calibration JSONL (default: <data>/<monitor>/calib_{easy,hard})")
     cal.add_argument("--variant", default="soma", choices=["soma", "no_reminder"],
                      help="soma (remind, then take over) or the no-reminder ablation, each with its own h")
-    cal.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     cal.add_argument("--max-tokens", type=int, default=32768)
-    cal.add_argument("--temperature", type=float, default=0.6)
-    cal.add_argument("--top-p", type=float, default=0.95)
-    cal.add_argument("--top-k", type=int, default=0)
-    cal.add_argument("--n-ctx", type=int, default=8192)
-    cal.add_argument("--n-gpu-layers", type=int, default=0)
+    add_s2_arguments(cal, skip=("--seed", "--threads"))  # both already in _common
     cal.add_argument("--out", default="runs/calibrate", help="output folder (traces, results, pareto.png)")
     cal.set_defaults(func=cmd_calibrate)
 

@@ -6,25 +6,19 @@ import argparse
 from pathlib import Path
 
 from soma_local.errors import SomaError
+from soma_local.s2.build import add_s2_arguments
 from soma_local.s1.factory import DEFAULT_S1
 
 
 def cmd_bench_run(args) -> int:
     from soma_local.bench.runner import EngineSpec, run_bench
+    from soma_local.s2.build import s2_options
 
     spec = EngineSpec(
+        **s2_options(args).model_dump(exclude={"s2_model"}),
         s2_model=args.s2_model or "smollm2-135m",
         s1=args.s1,
         s1_temperature=args.s1_temperature,
-        chat_template=args.chat_template,
-        n_ctx=args.n_ctx,
-        n_gpu_layers=args.n_gpu_layers,
-        threads=args.threads,
-        flash_attn=args.flash_attn,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        seed=args.seed,
         scan_interval=args.scan_interval,
         line_break_slack=args.line_break_slack,
         max_tokens=args.max_tokens,
@@ -80,8 +74,6 @@ def register(sub) -> None:
     run.add_argument("--limit", type=int, help="questions per benchmark (seeded sample)")
     run.add_argument("--sample-seed", type=int, default=0)
     run.add_argument("--workers", type=int, default=1, help="processes, each with its own S2 (and S1)")
-    run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
-    run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
     run.add_argument("--s1", default=DEFAULT_S1, help="S1 spec for SOMA methods (default: %(default)s)")
     run.add_argument("--s1-temperature", type=float)
     run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")
@@ -93,14 +85,7 @@ def register(sub) -> None:
     run.add_argument("--scan-interval", type=int, default=256)
     run.add_argument("--line-break-slack", type=int, default=128)
     run.add_argument("--max-tokens", type=int, default=32768)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--temperature", type=float, default=0.6)
-    run.add_argument("--top-p", type=float, default=0.95)
-    run.add_argument("--top-k", type=int, default=0, help="0 = off (use 20 for Qwen3)")
-    run.add_argument("--n-ctx", type=int, default=8192)
-    run.add_argument("--n-gpu-layers", type=int, default=0)
-    run.add_argument("--threads", type=int)
-    run.add_argument("--flash-attn", action="store_true")
+    add_s2_arguments(run)
     run.set_defaults(func=cmd_bench_run)
 
     report = bsub.add_parser("report", help="Tables 2-4 (Markdown, CSV) and the Pareto plot from results")

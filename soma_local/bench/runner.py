@@ -21,7 +21,9 @@ from soma_local.bench.methods import make_method
 from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
 from soma_local.errors import DataError
+from soma_local.s1.base import S1
 from soma_local.s1.factory import DEFAULT_S1
+from soma_local.s2.build import S2Options
 
 
 class EngineSpec(BaseModel):
@@ -29,7 +31,9 @@ class EngineSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    s2: str = "llama_cpp"  # the runtime: llama_cpp or vllm:URL[,URL...] (see soma_local.s2.build)
     s2_model: str
+    s2_timeout: float = 600.0
     s1: str = DEFAULT_S1
     s1_temperature: float | None = None
     chat_template: str | None = None
@@ -46,35 +50,37 @@ class EngineSpec(BaseModel):
     max_tokens: int = 32768
 
     def identity(self) -> dict:
-        """The fields that change results (threads, offload and file paths do not)."""
-        return self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template"})
+        """The fields that change results (threads, offload, file paths and server URLs do not; the
+        runtime does, as engines differ in numerics, so a file never mixes llama.cpp and vLLM)."""
+        out = self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template",
+                                       "s2", "s2_timeout"})
+        if self.s2_options().runtime != "llama_cpp":
+            out["s2_runtime"] = self.s2_options().runtime
+        return out
 
-    def build(self, needs_s1: bool) -> Engine:
-        from soma_local.models import resolve_gguf
-        from soma_local.monitors import resolve_monitors
+    def s2_options(self) -> S2Options:
+        return S2Options(**self.model_dump(include=set(S2Options.model_fields)))
+
+    def load_s1(self) -> S1 | None:
         from soma_local.s1.factory import load_s1
-        from soma_local.s2.base import SamplingParams
-        from soma_local.s2.llama_cpp import LlamaCppS2
+
+        return load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
+
+    def build(self, needs_s1: bool, *, s1: S1 | None = None, server: int = 0) -> Engine:
+        """An engine; ``s1`` shares one S1 between engines, ``server`` picks one of several S2 URLs."""
+        from soma_local.monitors import resolve_monitors
+        from soma_local.s2.build import build_s2
         from soma_local.s2.session import PauseRule
 
-        sampling = SamplingParams(self.temperature, self.top_p, self.top_k, 0.0, self.seed)
-        s2 = LlamaCppS2(
-            resolve_gguf(self.s2_model),
-            n_ctx=self.n_ctx,
-            n_gpu_layers=self.n_gpu_layers,
-            n_threads=self.threads,
-            flash_attn=self.flash_attn,
-            chat_template=Path(self.chat_template).read_text() if self.chat_template else None,
-            sampling=sampling,
-        )
-        s1 = None
-        if needs_s1:
-            s1 = load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
+        options = self.s2_options()
+        s2 = build_s2(options, server=server)
+        if needs_s1 and s1 is None:
+            s1 = self.load_s1()
         monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
         return Engine(
             s2=s2,
-            sampling=sampling,
-            s1=s1,
+            sampling=options.sampling,
+            s1=s1 if needs_s1 else None,
             monitors=monitors,
             pause=PauseRule(self.scan_interval, self.line_break_slack),
             max_tokens=self.max_tokens,
