@@ -38,6 +38,7 @@ def cmd_bench_run(args) -> int:
         limit=args.limit,
         sample_seed=args.sample_seed,
         workers=args.workers,
+        concurrency=args.concurrency,
         method_params=params,
     )
     print(f"bench: wrote {n} result lines under {args.out}")
@@ -74,6 +75,9 @@ def register(sub) -> None:
     run.add_argument("--limit", type=int, help="questions per benchmark (seeded sample)")
     run.add_argument("--sample-seed", type=int, default=0)
     run.add_argument("--workers", type=int, default=1, help="processes, each with its own S2 (and S1)")
+    run.add_argument("--concurrency", type=int, default=1,
+                     help="questions in flight at once against an S2 server (--s2 vllm:URL); their S1 scans "
+                     "share forward passes")
     run.add_argument("--s1", default=DEFAULT_S1, help="S1 spec for SOMA methods (default: %(default)s)")
     run.add_argument("--s1-temperature", type=float)
     run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")

@@ -3,12 +3,15 @@
 Questions go outermost and methods inside, so a run stopped early still has every method on the same
 questions. Resuming is the default: ids already in a file are skipped. With ``workers > 1`` each
 worker process loads its own S2 (and S1) and the parent alone writes, so lines never interleave.
+With ``concurrency > 1`` (an S2 server) that many runs are in flight on threads and the main thread
+alone writes, each line whole as it finishes, so a kill loses only the runs still in flight.
 """
 
 from __future__ import annotations
 
+import queue
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -22,6 +25,7 @@ from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
 from soma_local.errors import DataError
 from soma_local.s1.base import S1
+from soma_local.s1.batched import BatchedS1
 from soma_local.s1.factory import DEFAULT_S1
 from soma_local.s2.build import S2Options
 
@@ -97,16 +101,55 @@ class Task:
 _worker: dict = {}
 
 
+def _needs_s1(methods: dict[str, Method]) -> bool:
+    return any(m.name in ("soma", "no_reminder") for m in methods.values())
+
+
 def _init(spec: EngineSpec, methods: dict[str, Method]) -> None:
-    _worker["engine"] = spec.build(needs_s1=any(m.name in ("soma", "no_reminder") for m in methods.values()))
+    _worker["engine"] = spec.build(needs_s1=_needs_s1(methods))
     _worker["methods"] = methods
 
 
-def _solve(task: Task) -> tuple[Task, float, object]:
-    method: Method = _worker["methods"][task.method]
+def _run_task(task: Task, methods: dict[str, Method], engine: Engine) -> tuple[Task, float, object]:
     t0 = time.perf_counter()
-    outcome = method.run(task.bench.prompt(task.item), task.bench.scenario, _worker["engine"])
+    outcome = methods[task.method].run(task.bench.prompt(task.item), task.bench.scenario, engine)
     return task, time.perf_counter() - t0, outcome
+
+
+def _solve(task: Task) -> tuple[Task, float, object]:
+    return _run_task(task, _worker["methods"], _worker["engine"])
+
+
+def concurrent_engines(spec: EngineSpec, needs_s1: bool, n: int) -> tuple[list[Engine], BatchedS1 | None]:
+    """``n`` engines for runs in flight at once on an HTTP S2: each its own S2 session (engine i
+    on server i mod servers, so a question stays on one server's prefix cache) and one shared S1
+    whose scans from all runs go through the model together."""
+    if spec.s2_options().runtime == "llama_cpp":
+        raise DataError("--concurrency needs an S2 server (--s2 vllm:URL); in-process llama.cpp runs one "
+                        "sequence at a time (use --workers for several copies)")
+    s1 = BatchedS1(spec.load_s1()) if needs_s1 else None
+    return [spec.build(needs_s1, s1=s1, server=i) for i in range(n)], s1
+
+
+def run_concurrently(todo: list[Task], methods: dict[str, Method], engines: list[Engine]):
+    """Yield each finished task's (task, seconds, outcome), keeping ``len(engines)`` in flight."""
+    free: queue.SimpleQueue[Engine] = queue.SimpleQueue()
+    for engine in engines:
+        free.put(engine)
+
+    def solve(task: Task):
+        engine = free.get()
+        try:
+            return _run_task(task, methods, engine)
+        finally:
+            free.put(engine)
+
+    pool = ThreadPoolExecutor(len(engines), thread_name_prefix="soma-run")
+    try:
+        for future in as_completed([pool.submit(solve, t) for t in todo]):
+            yield future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def plan(
@@ -130,6 +173,7 @@ def run_bench(
     limit: int | None = None,
     sample_seed: int = 0,
     workers: int = 1,
+    concurrency: int = 1,
     method_params: dict | None = None,
     data_root: Path | None = None,
     progress: bool = True,
@@ -168,8 +212,16 @@ def run_bench(
         )
 
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), disable=not progress, unit="run", smoothing=0.1)
+    if concurrency > 1 and workers > 1:
+        raise DataError("--workers and --concurrency exclude each other: processes with their own S2, "
+                        "or runs in flight against an S2 server")
     try:
-        if workers <= 1:
+        if concurrency > 1:
+            engines, _ = concurrent_engines(spec, _needs_s1(methods), concurrency)
+            for result in run_concurrently(todo, methods, engines):
+                record(*result)
+                bar.update()
+        elif workers <= 1:
             _init(spec, methods)
             for task in todo:
                 bar.set_postfix_str(f"{task.bench.name}/{task.method}")

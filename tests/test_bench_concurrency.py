@@ -1,0 +1,48 @@
+"""Many runs in flight against one vLLM server: the same per-question results as one at a time.
+
+N=1 runs each question alone with a plain S1; N=4 keeps four in flight, their requests batched by the
+server and their scans batched through one S1 forward pass. Neither may change any run's result.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from soma_local.bench.results import read_results
+from soma_local.bench.runner import EngineSpec, run_bench
+from soma_local.errors import DataError
+
+
+def _comparable(outcome) -> dict:
+    """An outcome without its timings: the text, token counts and every scan's decision."""
+    scans = [
+        {k: v for k, v in r.items() if k not in ("s1_seconds",)}
+        for r in outcome.records
+        if r.get("type") in ("scan", "reminder", "branch", "takeover")
+    ]
+    return {"stop": outcome.stop, "thinking": outcome.thinking, "answer": outcome.answer,
+            "tokens": outcome.tokens.model_dump(), "scans": scans}
+
+
+def test_concurrency_4_gives_the_per_question_results_of_1(vllm_url, data_dir, tmp_path):
+    spec = EngineSpec(s2=f"vllm:{vllm_url}", s2_model="smollm2-135m", temperature=0.8, seed=3,
+                      scan_interval=32, line_break_slack=8, max_tokens=100)
+    results = {}
+    for n in (1, 4):
+        out = tmp_path / f"n{n}"
+        run_bench(spec, ["vanilla", "soma"], ["gsm8k"], out, limit=4, concurrency=n, progress=False,
+                  data_root=data_dir)
+        results[n] = {
+            (line.method, line.id): _comparable(line.outcome)
+            for method in ("vanilla", "soma")
+            for line in read_results(out / "smollm2-135m" / "gsm8k" / f"{method}.jsonl")
+        }
+    assert len(results[1]) == 8
+    assert any(v["scans"] for (m, _), v in results[1].items() if m == "soma")
+    assert results[4] == results[1]
+
+
+def test_concurrency_needs_an_s2_server(tmp_path, data_dir):
+    with pytest.raises(DataError, match="needs an S2 server"):
+        run_bench(EngineSpec(s2_model="smollm2-135m"), ["vanilla"], ["gsm8k"], tmp_path, limit=1, concurrency=2,
+                  progress=False, data_root=data_dir)
