@@ -63,6 +63,7 @@ def cmd_calibrate(args) -> int:
     from soma_local.readout import ReadoutRun
     from soma_local.replay import sample
     from soma_local.report import h_label, pareto_plot, table
+    from soma_local.s1.batched import BatchedS1
     from soma_local.s1.factory import load_s1
     from soma_local.s2.build import build_s2, s2_options
     from soma_local.s2.session import PauseRule
@@ -81,10 +82,15 @@ def cmd_calibrate(args) -> int:
     grid = _grid(args.grid)
     options = s2_options(args)
     sampling = options.sampling
-    s2 = build_s2(options)
+    if args.concurrency > 1 and options.runtime == "llama_cpp":
+        raise SomaError("--concurrency needs an S2 server (--s2 vllm:URL)")
+    backends = [build_s2(options, server=i) for i in range(max(1, args.concurrency))]
+    s2 = backends[0]
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
     if s1 is None:
         raise SomaError("calibration needs an S1 (--s1 none given)")
+    if len(backends) > 1:
+        s1 = BatchedS1(s1)
     config = RunConfig(
         mode="readout" if args.variant == "soma" else "readout_no_reminder",
         pause=PauseRule(args.scan_interval, args.line_break_slack),
@@ -93,7 +99,7 @@ def cmd_calibrate(args) -> int:
     )
     out = Path(args.out)
     with _progress(len(questions), f"readout {monitor.name}") as bar:
-        paths = run_readouts(questions, s2, s1, [monitor], config, out / "traces",
+        paths = run_readouts(questions, backends, s1, [monitor], config, out / "traces",
                              prompt_of=lambda q: scenario_prompt(monitor.name, q.question), on_done=lambda q: bar.update())
     runs = [(q, ReadoutRun(read_trace(p), str(p))) for q, p in zip(questions, paths)]
     results = grid_results(runs, monitor.name, grid)
@@ -252,6 +258,8 @@ def register(sub) -> None:
     cal.add_argument("--variant", default="soma", choices=["soma", "no_reminder"],
                      help="soma (remind, then take over) or the no-reminder ablation, each with its own h")
     cal.add_argument("--max-tokens", type=int, default=32768)
+    cal.add_argument("--concurrency", type=int, default=1,
+                     help="questions in flight at once against an S2 server (--s2 vllm:URL)")
     add_s2_arguments(cal, skip=("--seed", "--threads"))  # both already in _common
     cal.add_argument("--out", default="runs/calibrate", help="output folder (traces, results, pareto.png)")
     cal.set_defaults(func=cmd_calibrate)
