@@ -46,3 +46,38 @@ def test_concurrency_needs_an_s2_server(tmp_path, data_dir):
     with pytest.raises(DataError, match="needs an S2 server"):
         run_bench(EngineSpec(s2_model="smollm2-135m"), ["vanilla"], ["gsm8k"], tmp_path, limit=1, concurrency=2,
                   progress=False, data_root=data_dir)
+
+
+def test_a_killed_concurrent_run_resumes_with_nothing_lost_or_twice(vllm_url, data_dir, tmp_path):
+    """SIGKILL while four runs are in flight: the finished lines stay, the resumed run adds the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from soma_local.bench.datasets import get_benchmark, load_items, sample
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "soma_local.cli", "bench", "run", "--method", "vanilla", "--benchmark", "gsm8k",
+           "--limit", "6", "--max-tokens", "60", "--s2", f"vllm:{vllm_url}", "--s2-model", "smollm2-135m",
+           "--concurrency", "4", "--out", str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=str(root), SOMA_DATA_DIR=str(data_dir))
+    path = tmp_path / "smollm2-135m" / "gsm8k" / "vanilla.jsonl"
+    lines = lambda: path.read_bytes().splitlines(keepends=True) if path.exists() else []  # noqa: E731
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 400
+    while not lines() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = lines()
+    assert 1 <= len(before) < 6
+    resumed = subprocess.run(cmd, cwd=root, env=env, capture_output=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
+    expected = {i.id for i in sample(load_items(get_benchmark("gsm8k"), data_dir), 6, 0)}
+    assert sorted(r.id for r in read_results(path)) == sorted(expected)
+    after = lines()
+    assert all(line in after for line in before if line.endswith(b"\n"))
