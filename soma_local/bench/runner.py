@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from pydantic import BaseModel, ConfigDict
 
 from soma_local.bench.datasets import Benchmark, get_benchmark, load_items, sample
 from soma_local.calibration_runs import Question
@@ -30,25 +29,13 @@ from soma_local.s1.factory import DEFAULT_S1
 from soma_local.s2.build import S2Options
 
 
-class EngineSpec(BaseModel):
-    """Everything that builds the engine; recorded in every result line, so files stay comparable."""
+class EngineSpec(S2Options):
+    """Everything that builds the engine (the S2 options, the S1 and the scan schedule); recorded in
+    every result line, so files stay comparable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    s2: str = "llama_cpp"  # the runtime: llama_cpp or vllm:URL[,URL...] (see soma_local.s2.build)
     s2_model: str
-    s2_timeout: float = 600.0
     s1: str = DEFAULT_S1
     s1_temperature: float | None = None
-    chat_template: str | None = None
-    n_ctx: int = 8192
-    n_gpu_layers: int = 0
-    threads: int | None = None
-    flash_attn: bool = False
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 0
-    seed: int = 0
     scan_interval: int = 256
     line_break_slack: int = 128
     max_tokens: int = 32768
@@ -58,8 +45,8 @@ class EngineSpec(BaseModel):
         runtime does, as engines differ in numerics, so a file never mixes llama.cpp and vLLM)."""
         out = self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template",
                                        "s2", "s2_timeout"})
-        if self.s2_options().runtime != "llama_cpp":
-            out["s2_runtime"] = self.s2_options().runtime
+        if self.runtime != "llama_cpp":
+            out["s2_runtime"] = self.runtime
         return out
 
     def s2_options(self) -> S2Options:
@@ -124,7 +111,7 @@ def concurrent_engines(spec: EngineSpec, needs_s1: bool, n: int) -> tuple[list[E
     """``n`` engines for runs in flight at once on an HTTP S2: each its own S2 session (engine i
     on server i mod servers, so a question stays on one server's prefix cache) and one shared S1
     whose scans from all runs go through the model together."""
-    if spec.s2_options().runtime == "llama_cpp":
+    if spec.runtime == "llama_cpp":
         raise DataError("--concurrency needs an S2 server (--s2 vllm:URL); in-process llama.cpp runs one "
                         "sequence at a time (use --workers for several copies)")
     s1 = BatchedS1(spec.load_s1()) if needs_s1 else None
