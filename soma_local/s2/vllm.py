@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from soma_local.errors import ModelFileError, SomaError
-from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams
+from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams, StopScan
 from soma_local.s2.hf_tokens import load_hf_tokenizer
 
 _CONTEXT_MARGIN = 16
@@ -239,8 +239,7 @@ class VllmS2(S2Backend):
         chunk.stop = "length"
         pieces = self.tok.pieces
         out = bytearray()
-        tail = self._tail
-        keep = len(stop_text) + 32 if stop_text else 0
+        scan = StopScan(stop_text, stop_at_newline, self._tail)
         for token in returned:
             if token in self.tok.eog_ids:
                 chunk.stop = "eos"
@@ -250,14 +249,9 @@ class VllmS2(S2Backend):
             out += piece
             if on_piece is not None:
                 on_piece(piece)
-            if stop_text is not None:
-                tail = (tail + piece)[-keep:]
-                if stop_text in tail:
-                    chunk.stop = "stop_text"
-                    tail = b""
-                    break
-            if stop_at_newline and b"\n" in piece:
-                chunk.stop = "newline"
+            reason = scan.step(piece)
+            if reason is not None:
+                chunk.stop = reason
                 break
         else:
             # The server stopped early for a reason of its own (an end-of-sequence id that the
@@ -267,7 +261,7 @@ class VllmS2(S2Backend):
         self._ids.extend(chunk.ids)
         chunk.seconds = time.perf_counter() - t0
         chunk.data = bytes(out)
-        self._tail = tail
+        self._tail = scan.tail
         return chunk
 
     def _count(self, answer: dict, generated: int) -> None:
