@@ -108,3 +108,22 @@ def test_a_wrong_model_name_is_one_clear_error(vllm_url):
         s2.served = "no-such-model"
         s2.load_prompt([1, 2, 3])
         s2.generate(4)
+
+
+def test_the_hf_folder_tokenizes_as_the_gguf_it_was_converted_from(vllm_folder):
+    """Same ids and the same bytes per id as llama.cpp's tokenizer of the embedded GGUF, so prompts,
+    reminders and stop texts mean the same tokens on both runtimes."""
+    from soma_local.models import GgufTokenizer, resolve_gguf
+    from soma_local.s2.hf_tokens import load_hf_tokenizer
+
+    hf = load_hf_tokenizer(str(vllm_folder))
+    gguf = GgufTokenizer(resolve_gguf(None))
+    texts = ["Think step by step.\n\n<reminder>Stop.</reminder>\n\n", "x = 3·4 → 12; naïve 😀\n\n\n", "</think>"]
+    for text in texts:
+        ids = hf.encode(text)
+        assert ids == gguf.encode(text)
+        assert b"".join(hf.pieces[i] for i in ids) == text.encode()
+    prompt = "<|im_start|>user\nhi<|im_end|>\n"
+    assert hf.encode(prompt, special=True) == gguf._llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    assert len(hf.encode("<|im_end|>", special=True)) == 1 < len(hf.encode("<|im_end|>"))
+    assert all(b"\n" in hf.pieces[i] for i in hf.newline_ids) and hf.eog_ids == {2}
