@@ -12,6 +12,7 @@ How many branches there are depends on the S1, so the script also prints the bou
 makes every pause after the first a branch point (each branch at most the takeover's token budget).
 
   PYTHONPATH=. python benchmarks/readout_cost.py --monitor unanswerable --limit 3 --max-tokens 512
+  (add --s2 vllm:URL --s2-model NAME for the same over a vLLM server)
 """
 
 from __future__ import annotations
@@ -25,13 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from soma_local.bench.datasets import scenario_prompt  # noqa: E402
 from soma_local.calibration_runs import load_questions  # noqa: E402
-from soma_local.models import resolve_gguf  # noqa: E402
 from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.monitors import resolve_monitors  # noqa: E402
 from soma_local.replay import CachedS1, ScoreCache, sample  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
+from soma_local.s2.build import add_s2_arguments, build_s2, s2_options  # noqa: E402
 from soma_local.s2.session import PauseRule  # noqa: E402
 from soma_local.supervise import RunConfig, supervise  # noqa: E402
 from soma_local.trace import Branch, RunEnd  # noqa: E402
@@ -48,18 +47,18 @@ def main() -> int:
     ap.add_argument("--monitor", default="unanswerable")
     ap.add_argument("--data", help="questions JSONL (default: <data>/<monitor>/calib_easy.jsonl)")
     ap.add_argument("--limit", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--s2-model")
     ap.add_argument("--s1")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--scan-interval", type=int, default=256)
-    ap.add_argument("--threads", type=int)
+    add_s2_arguments(ap)  # --s2 vllm:URL measures the readout over HTTP; --seed samples questions too
+    ap.set_defaults(n_ctx=4096)
     args = ap.parse_args()
 
     (monitor,) = resolve_monitors([args.monitor])
     questions = sample(load_questions(args.data or data_dir() / monitor.name / "calib_easy.jsonl"), args.limit, args.seed)
-    sampling = SamplingParams(seed=args.seed)
-    s2 = LlamaCppS2(resolve_gguf(args.s2_model), n_ctx=4096, n_threads=args.threads, sampling=sampling)
+    options = s2_options(args)
+    sampling = options.sampling
+    s2 = build_s2(options)
     s1 = CachedS1(load_s1(args.s1, n_threads=args.threads), ScoreCache(tempfile.mkdtemp(), "bench"))
     print(f"S2 {s2.name} | S1 {s1.name} | monitor {monitor.name} | max_tokens {args.max_tokens} | X {args.scan_interval}")
     print(f"{'question':<28}{'branches':>9}{'tok RO':>8}{'tok RD':>8}{'S2s RO':>8}{'S2s RD':>8}{'wall RO':>9}{'wall RD':>9}  (wall: S1 excluded)")

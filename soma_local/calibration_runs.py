@@ -7,6 +7,8 @@ interrupted calibration resumes where it stopped.
 
 from __future__ import annotations
 
+import queue
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -66,7 +68,7 @@ def _finished(path: Path) -> bool:
 
 def run_readouts(
     questions: Sequence[Question],
-    s2: S2Backend,
+    s2: S2Backend | Sequence[S2Backend],
     s1: S1,
     monitors: Sequence[Monitor],
     config: RunConfig,
@@ -74,19 +76,33 @@ def run_readouts(
     prompt_of: Callable[[Question], str] = lambda q: q.question,
     on_done: Callable[[Question], None] = lambda q: None,
 ) -> list[Path]:
-    """One readout trace per question under ``out_dir`` (finished ones are kept, not rerun)."""
+    """One readout trace per question under ``out_dir`` (finished ones are kept, not rerun). Several
+    backends (sessions on an S2 server) keep that many questions in flight, one per backend; each
+    trace is written by its own run, so concurrency changes neither the files nor their order here."""
     if config.mode not in READOUT_MODES:
         raise ValueError(f"calibration needs a readout mode, got '{config.mode}'")
-    paths = []
-    for q in questions:
+    backends = [s2] if isinstance(s2, S2Backend) else list(s2)
+    free: queue.SimpleQueue[S2Backend] = queue.SimpleQueue()
+    for backend in backends:
+        free.put(backend)
+
+    def run(q: Question) -> Path:
         path = trace_file(out_dir, q)
         if not _finished(path):
             path.unlink(missing_ok=True)  # a killed run's partial trace
-            with TraceWriter(path) as trace:
-                supervise(prompt_of(q), s2, s1, monitors, config, trace)
-        paths.append(path)
+            backend = free.get()
+            try:
+                with TraceWriter(path) as trace:
+                    supervise(prompt_of(q), backend, s1, monitors, config, trace)
+            finally:
+                free.put(backend)
         on_done(q)
-    return paths
+        return path
+
+    if len(backends) == 1:
+        return [run(q) for q in questions]
+    with ThreadPoolExecutor(len(backends), thread_name_prefix="soma-readout") as pool:
+        return list(pool.map(run, questions))
 
 
 def grid_results(

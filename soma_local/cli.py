@@ -14,10 +14,9 @@ from soma_local.cli_tools import register as register_tools
 from soma_local.bench.cli import register as register_bench
 from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, Limits
 from soma_local.errors import SomaError
+from soma_local.s2.build import THREADS_HELP, add_s2_arguments
 from soma_local.supervise import Mode
 
-THREADS_HELP = ("CPU threads for S2 and S1 (default: half the usable cores, at least 1; all cores make "
-                "llama.cpp's spinning threads stall whenever anything else runs, see README)")
 DESCRIPTION = (
     "soma: a fast System One (S1) watches a System Two (S2) reasoning model while it thinks, reminds it "
     "when a monitored problem shows, and takes over when the evidence persists. Everything runs locally."
@@ -31,35 +30,40 @@ def _prepare_run(args):
     from soma_local.monitors import resolve_monitors
     from soma_local.run_input import check_numbers, check_trace_path, parse_thresholds, read_question, read_text_file
     from soma_local.s1.factory import check_spec
+    from soma_local.s2.build import s2_options
 
     check_numbers(args)
     check_spec(args.s1)
+    options = s2_options(args)  # an unknown --s2 runtime is refused here
     question = read_question(args.question, args.file)
     monitors = resolve_monitors(args.monitor or ["overthinking", "unanswerable"])
     flags = parse_thresholds(args.threshold or [], [m.name for m in monitors])
-    template = read_text_file(args.chat_template, "--chat-template") if args.chat_template else None
+    if args.chat_template:
+        read_text_file(args.chat_template, "--chat-template")
     trace = check_trace_path(args.trace or str(Path("runs") / f"{datetime.now():%Y%m%d-%H%M%S}.jsonl"))
     cal_path = calibration_path(args.calibration)
     cal = load_calibration(cal_path)
-    return question, monitors, flags, template, trace, (cal, cal_path), resolve_gguf(args.s2_model)
+    if options.runtime == "llama_cpp":
+        resolve_gguf(args.s2_model)  # a missing GGUF is named before anything loads
+    return question, monitors, flags, trace, (cal, cal_path), options
 
 
 def cmd_run(args) -> int:
     from soma_local.calibrate import resolve_thresholds
     from soma_local.run_view import LiveView, json_summary
     from soma_local.s1.factory import load_s1
-    from soma_local.s2.base import SamplingParams
-    from soma_local.s2.llama_cpp import LlamaCppS2, default_threads
+    from soma_local.s2.build import build_s2
+    from soma_local.s2.llama_cpp import default_threads
     from soma_local.s2.session import PauseRule
     from soma_local.supervise import READOUT_MODES, RunConfig, supervise
     from soma_local.trace import TraceWriter
 
-    question, monitors, flags, template, trace_path, (cal, cal_path), s2_path = _prepare_run(args)
+    question, monitors, flags, trace_path, (cal, cal_path), options = _prepare_run(args)
     view = LiveView(sys.stdout, sys.stderr, quiet=args.quiet)
     threads = args.threads or default_threads()
-    sampling = SamplingParams(args.temperature, args.top_p, args.top_k, 0.0, args.seed)
-    s2 = LlamaCppS2(s2_path, n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers, n_threads=threads,
-                    flash_attn=args.flash_attn, chat_template=template, sampling=sampling)
+    options = options.model_copy(update={"threads": threads})
+    sampling = options.sampling
+    s2 = build_s2(options)
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=threads, n_gpu_layers=args.n_gpu_layers,
                  tokenizer=s2)
     variant = "no_reminder" if args.mode in ("no_reminder", "readout_no_reminder") else "soma"
@@ -140,8 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
         "and the answer. Bad arguments are reported before any model loads."))
     run.add_argument("question", nargs="?", help="the question; '-' reads stdin (none at all: a demo question)")
     run.add_argument("--file", help="read the question from a UTF-8 text file")
-    run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
-    run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
     run.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or none (default: classifier)")
     run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
     run.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: overthinking and unanswerable)")
@@ -155,14 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
     run.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
     run.add_argument("--max-tokens", type=int, help="generation limit (default: whatever --n-ctx leaves after the prompt)")
-    run.add_argument("--seed", type=int, default=0, help="S2 sampling seed")
-    run.add_argument("--temperature", type=float, default=0.6, help="S2 sampling temperature (0: greedy)")
-    run.add_argument("--top-p", type=float, default=0.95, help="S2 nucleus sampling")
-    run.add_argument("--top-k", type=int, default=0, help="S2 top-k; 0 = off (use 20 for Qwen3)")
-    run.add_argument("--n-ctx", type=int, default=8192, help="S2 context size in tokens (prompt + generation)")
-    run.add_argument("--n-gpu-layers", type=int, default=0, help="S2 layers on the GPU; -1 offloads all")
-    run.add_argument("--threads", type=int, help=THREADS_HELP)
-    run.add_argument("--flash-attn", action="store_true", help="flash attention in llama.cpp (GPU builds)")
+    add_s2_arguments(run)
     run.add_argument("--trace", help="trace JSONL path (default: runs/<time>.jsonl)")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the answer (warnings and errors still go to stderr)")
     run.add_argument("--json", action="store_true", help="end with one JSON line: stop, answer, takeover, counts, h and trace path")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import DataError, SomaError
+from soma_local.s2.build import add_s2_arguments
 
 DEFAULT_GRID = "0.25,0.5,1,1.5,2,3,4,6,8"
 
@@ -60,14 +61,13 @@ def cmd_calibrate(args) -> int:
     from soma_local.bench.datasets import scenario_prompt
     from soma_local.calibration_runs import grid_results, load_questions, run_readouts
     from soma_local.metrics import summarize
-    from soma_local.models import resolve_gguf
     from soma_local.monitors import resolve_monitors
     from soma_local.readout import ReadoutRun
     from soma_local.replay import sample
     from soma_local.report import TABLE_KEY, h_label, pareto_plot, table
+    from soma_local.s1.batched import BatchedS1
     from soma_local.s1.factory import load_s1
-    from soma_local.s2.base import SamplingParams
-    from soma_local.s2.llama_cpp import LlamaCppS2
+    from soma_local.s2.build import build_s2, s2_options
     from soma_local.s2.session import PauseRule
     from soma_local.supervise import RunConfig
     from soma_local.trace import read_trace
@@ -82,12 +82,17 @@ def cmd_calibrate(args) -> int:
     questions = [q for f in files for q in sample(load_questions(f), args.limit, args.seed)]
     objective = _objective(args, monitor.name)
     grid = _grid(args.grid)
-    sampling = SamplingParams(args.temperature, args.top_p, args.top_k, 0.0, args.seed)
-    s2 = LlamaCppS2(resolve_gguf(args.s2_model), n_ctx=args.n_ctx, n_gpu_layers=args.n_gpu_layers,
-                    n_threads=args.threads, sampling=sampling)
+    options = s2_options(args)
+    sampling = options.sampling
+    if args.concurrency > 1 and options.runtime == "llama_cpp":
+        raise SomaError("--concurrency needs an S2 server (--s2 vllm:URL)")
+    backends = [build_s2(options, server=i) for i in range(max(1, args.concurrency))]
+    s2 = backends[0]
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
     if s1 is None:
         raise SomaError("calibration needs an S1 (--s1 none given)")
+    if len(backends) > 1:
+        s1 = BatchedS1(s1)
     config = RunConfig(
         mode="readout" if args.variant == "soma" else "readout_no_reminder",
         pause=PauseRule(args.scan_interval, args.line_break_slack),
@@ -96,7 +101,7 @@ def cmd_calibrate(args) -> int:
     )
     out = Path(args.out)
     with _progress(len(questions), f"readout {monitor.name}") as bar:
-        paths = run_readouts(questions, s2, s1, [monitor], config, out / "traces",
+        paths = run_readouts(questions, backends, s1, [monitor], config, out / "traces",
                              prompt_of=lambda q: scenario_prompt(monitor.name, q.question), on_done=lambda q: bar.update())
     runs = [(q, ReadoutRun(read_trace(p), str(p))) for q, p in zip(questions, paths)]
     results = grid_results(runs, monitor.name, grid)
@@ -266,13 +271,10 @@ def register(sub) -> None:
     cal.add_argument("--data", action="append", help="calibration JSONL (default: <data>/<monitor>/calib_{easy,hard})")
     cal.add_argument("--variant", default="soma", choices=["soma", "no_reminder"],
                      help="soma (remind, then take over) or the no-reminder ablation, each with its own h")
-    cal.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
     cal.add_argument("--max-tokens", type=int, default=32768, help="generation limit per question")
-    cal.add_argument("--temperature", type=float, default=0.6, help="S2 sampling temperature (0: greedy)")
-    cal.add_argument("--top-p", type=float, default=0.95, help="S2 nucleus sampling")
-    cal.add_argument("--top-k", type=int, default=0, help="S2 top-k; 0 = off (use 20 for Qwen3)")
-    cal.add_argument("--n-ctx", type=int, default=8192, help="S2 context size in tokens")
-    cal.add_argument("--n-gpu-layers", type=int, default=0, help="S2 layers on the GPU; -1 offloads all")
+    cal.add_argument("--concurrency", type=int, default=1,
+                     help="questions in flight at once against an S2 server (--s2 vllm:URL)")
+    add_s2_arguments(cal, skip=("--seed", "--threads"))  # both already in _common
     cal.add_argument("--out", default="runs/calibrate", help="output folder (traces, results, pareto.png)")
     cal.add_argument("--save-anyway", action="store_true",
                      help="write h to the calibration file even from fewer than 20 questions")

@@ -117,3 +117,26 @@ class GgufTokenizer:
 
     def decode(self, ids) -> str:
         return self._llm.detokenize(list(ids)).decode("utf-8", errors="replace")
+
+
+def hf_folder(spec: str | None) -> Path:
+    """The Hugging Face folder of a model an HTTP S2 serves: a folder path, an embedded name
+    (converted from its GGUF by ``scripts/setup_vllm.sh`` into ``<cache>/hf/<name>``), or a hub id
+    already in the local Hugging Face cache (nothing is downloaded here)."""
+    spec = spec or DEFAULT_S2
+    if spec in EMBEDDED_GGUF:
+        folder = cache_dir() / "hf" / spec
+        if not (folder / "tokenizer.json").is_file():
+            raise ModelFileError(f"{folder}: embedded model '{spec}' has no Hugging Face folder yet; "
+                                 "run: bash scripts/setup_vllm.sh")
+        return folder
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(spec, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not a hub id, or not cached: one message for both
+        raise ModelFileError(f"{spec}: not a model folder, an embedded name ({', '.join(EMBEDDED_GGUF)}) "
+                             "or a Hugging Face id in the local cache") from None

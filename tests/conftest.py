@@ -78,3 +78,57 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"no data directory at {path} (set SOMA_DATA_DIR)")
     return path
+
+
+def _vllm_missing() -> str | None:
+    from soma_local.errors import SomaError
+    from soma_local.models import hf_folder
+    from soma_local.s2.vllm_server import vllm_python
+
+    if not vllm_python().is_file():
+        return f"no vLLM environment at {vllm_python()} (run: bash scripts/setup_vllm.sh)"
+    try:
+        hf_folder("smollm2-135m")
+    except SomaError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def vllm_folder():
+    """The embedded model as the Hugging Face folder vLLM serves. Skipped only off CI when it is
+    missing (``bash scripts/setup_vllm.sh`` makes it); CI must run the tests that need it."""
+    import os
+
+    from soma_local.models import hf_folder
+
+    missing = _vllm_missing()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the vLLM tests: {missing}")
+        pytest.skip(missing)
+    return hf_folder("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def vllm_url(tmp_path_factory, vllm_folder):
+    """A real vLLM server (from .venv-vllm) serving the embedded SmolLM2, for the whole session.
+
+    float32, not the bf16 of serving: the tests compare token ids across requests that split the
+    same text differently (pauses, branches, a prefix-cache hit, other runs in the batch), and in bf16
+    a 135M model's near-ties flip under those numeric differences."""
+    import os
+
+    from soma_local.s2.vllm_server import local_vllm
+
+    if os.environ.get("SOMA_TEST_VLLM_URL"):  # a float32 server already running (while developing)
+        yield os.environ["SOMA_TEST_VLLM_URL"]
+        return
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with local_vllm(vllm_folder, "smollm2-135m", log=log, dtype="float32") as url:
+        import httpx
+
+        # Warm-up: the first requests compile kernels and fill caches; no test should time that.
+        httpx.post(f"{url}/v1/completions", json={"model": "smollm2-135m", "prompt": [1, 2, 3], "max_tokens": 4},
+                   timeout=600).raise_for_status()
+        yield url

@@ -6,25 +6,19 @@ import argparse
 from pathlib import Path
 
 from soma_local.errors import SomaError
+from soma_local.s2.build import add_s2_arguments
 from soma_local.s1.factory import DEFAULT_S1
 
 
 def cmd_bench_run(args) -> int:
     from soma_local.bench.runner import EngineSpec, run_bench
+    from soma_local.s2.build import s2_options
 
     spec = EngineSpec(
+        **s2_options(args).model_dump(exclude={"s2_model"}),
         s2_model=args.s2_model or "smollm2-135m",
         s1=args.s1,
         s1_temperature=args.s1_temperature,
-        chat_template=args.chat_template,
-        n_ctx=args.n_ctx,
-        n_gpu_layers=args.n_gpu_layers,
-        threads=args.threads,
-        flash_attn=args.flash_attn,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        seed=args.seed,
         scan_interval=args.scan_interval,
         line_break_slack=args.line_break_slack,
         max_tokens=args.max_tokens,
@@ -44,6 +38,7 @@ def cmd_bench_run(args) -> int:
         limit=args.limit,
         sample_seed=args.sample_seed,
         workers=args.workers,
+        concurrency=args.concurrency,
         method_params=params,
     )
     print(f"bench: wrote {n} result lines under {args.out}")
@@ -94,8 +89,9 @@ def register(sub) -> None:
     run.add_argument("--limit", type=int, help="questions per benchmark (seeded sample)")
     run.add_argument("--sample-seed", type=int, default=0, help="seed of the --limit question sample")
     run.add_argument("--workers", type=int, default=1, help="processes, each with its own S2 (and S1)")
-    run.add_argument("--s2-model", help="GGUF path or embedded name (default: smollm2-135m)")
-    run.add_argument("--chat-template", help="Jinja chat template file for a GGUF without one")
+    run.add_argument("--concurrency", type=int, default=1,
+                     help="questions in flight at once against an S2 server (--s2 vllm:URL); their S1 scans "
+                     "share forward passes")
     run.add_argument("--s1", default=DEFAULT_S1, help="S1 spec for SOMA methods (default: %(default)s)")
     run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
     run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")
@@ -107,14 +103,7 @@ def register(sub) -> None:
     run.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
     run.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
     run.add_argument("--max-tokens", type=int, default=32768, help="generation limit per question")
-    run.add_argument("--seed", type=int, default=0, help="S2 sampling seed")
-    run.add_argument("--temperature", type=float, default=0.6, help="S2 sampling temperature (0: greedy)")
-    run.add_argument("--top-p", type=float, default=0.95, help="S2 nucleus sampling")
-    run.add_argument("--top-k", type=int, default=0, help="0 = off (use 20 for Qwen3)")
-    run.add_argument("--n-ctx", type=int, default=8192, help="S2 context size in tokens")
-    run.add_argument("--n-gpu-layers", type=int, default=0, help="S2 layers on the GPU; -1 offloads all")
-    run.add_argument("--threads", type=int, help="CPU threads per worker (default: half the usable cores, at least 1)")
-    run.add_argument("--flash-attn", action="store_true", help="flash attention in llama.cpp (GPU builds)")
+    add_s2_arguments(run)
     run.set_defaults(func=cmd_bench_run)
 
     report = bsub.add_parser("report", help="Tables 2-4 (Markdown, CSV) and the Pareto plot from results")

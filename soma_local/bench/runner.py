@@ -3,17 +3,19 @@
 Questions go outermost and methods inside, so a run stopped early still has every method on the same
 questions. Resuming is the default: ids already in a file are skipped. With ``workers > 1`` each
 worker process loads its own S2 (and S1) and the parent alone writes, so lines never interleave.
+With ``concurrency > 1`` (an S2 server) that many runs are in flight on threads and the main thread
+alone writes, each line whole as it finishes, so a kill loses only the runs still in flight.
 """
 
 from __future__ import annotations
 
+import queue
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from pydantic import BaseModel, ConfigDict
 
 from soma_local.bench.datasets import Benchmark, get_benchmark, load_items, sample
 from soma_local.calibration_runs import Question
@@ -22,65 +24,60 @@ from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
 from soma_local.data_dir import shareable_path
 from soma_local.errors import DataError
+from soma_local.s1.base import S1
+from soma_local.s1.batched import BatchedS1
 from soma_local.s1.factory import DEFAULT_S1
+from soma_local.s2.build import S2Options
 
 
-class EngineSpec(BaseModel):
-    """Everything that builds the engine; recorded in every result line, so files stay comparable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class EngineSpec(S2Options):
+    """Everything that builds the engine (the S2 options, the S1 and the scan schedule); recorded in
+    every result line, so files stay comparable."""
 
     s2_model: str
     s1: str = DEFAULT_S1
     s1_temperature: float | None = None
-    chat_template: str | None = None
-    n_ctx: int = 8192
-    n_gpu_layers: int = 0
-    threads: int | None = None
-    flash_attn: bool = False
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 0
-    seed: int = 0
     scan_interval: int = 256
     line_break_slack: int = 128
     max_tokens: int = 32768
 
     def identity(self) -> dict:
-        """The fields that change results (threads, offload and file paths do not). An S1 given by
-        path is recorded by its shareable path: result files are shared, the build machine's paths not."""
-        out = self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template"})
+        """The fields that change results (threads, offload, file paths and server URLs do not; the
+        runtime does, as engines differ in numerics, so a file never mixes llama.cpp and vLLM). An S1
+        given by path is recorded by its shareable path: result files are shared, the build machine's
+        paths not."""
+        out = self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template",
+                                       "s2", "s2_timeout"})
+        if self.runtime != "llama_cpp":
+            out["s2_runtime"] = self.runtime
         kind, sep, arg = self.s1.partition(":")
         if sep and kind in ("classifier", "readout") and Path(arg).expanduser().is_absolute():
             out["s1"] = f"{kind}:{shareable_path(Path(arg).expanduser())}"
         return out
 
-    def build(self, needs_s1: bool) -> Engine:
-        from soma_local.models import resolve_gguf
-        from soma_local.monitors import resolve_monitors
+    def s2_options(self) -> S2Options:
+        return S2Options(**self.model_dump(include=set(S2Options.model_fields)))
+
+    def load_s1(self) -> S1 | None:
         from soma_local.s1.factory import load_s1
-        from soma_local.s2.base import SamplingParams
-        from soma_local.s2.llama_cpp import LlamaCppS2
+
+        return load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
+
+    def build(self, needs_s1: bool, *, s1: S1 | None = None, server: int = 0) -> Engine:
+        """An engine; ``s1`` shares one S1 between engines, ``server`` picks one of several S2 URLs."""
+        from soma_local.monitors import resolve_monitors
+        from soma_local.s2.build import build_s2
         from soma_local.s2.session import PauseRule
 
-        sampling = SamplingParams(self.temperature, self.top_p, self.top_k, 0.0, self.seed)
-        s2 = LlamaCppS2(
-            resolve_gguf(self.s2_model),
-            n_ctx=self.n_ctx,
-            n_gpu_layers=self.n_gpu_layers,
-            n_threads=self.threads,
-            flash_attn=self.flash_attn,
-            chat_template=Path(self.chat_template).read_text() if self.chat_template else None,
-            sampling=sampling,
-        )
-        s1 = None
-        if needs_s1:
-            s1 = load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
+        options = self.s2_options()
+        s2 = build_s2(options, server=server)
+        if needs_s1 and s1 is None:
+            s1 = self.load_s1()
         monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
         return Engine(
             s2=s2,
-            sampling=sampling,
-            s1=s1,
+            sampling=options.sampling,
+            s1=s1 if needs_s1 else None,
             monitors=monitors,
             pause=PauseRule(self.scan_interval, self.line_break_slack),
             max_tokens=self.max_tokens,
@@ -97,16 +94,55 @@ class Task:
 _worker: dict = {}
 
 
+def _needs_s1(methods: dict[str, Method]) -> bool:
+    return any(m.name in ("soma", "no_reminder") for m in methods.values())
+
+
 def _init(spec: EngineSpec, methods: dict[str, Method]) -> None:
-    _worker["engine"] = spec.build(needs_s1=any(m.name in ("soma", "no_reminder") for m in methods.values()))
+    _worker["engine"] = spec.build(needs_s1=_needs_s1(methods))
     _worker["methods"] = methods
 
 
-def _solve(task: Task) -> tuple[Task, float, object]:
-    method: Method = _worker["methods"][task.method]
+def _run_task(task: Task, methods: dict[str, Method], engine: Engine) -> tuple[Task, float, object]:
     t0 = time.perf_counter()
-    outcome = method.run(task.bench.prompt(task.item), task.bench.scenario, _worker["engine"])
+    outcome = methods[task.method].run(task.bench.prompt(task.item), task.bench.scenario, engine)
     return task, time.perf_counter() - t0, outcome
+
+
+def _solve(task: Task) -> tuple[Task, float, object]:
+    return _run_task(task, _worker["methods"], _worker["engine"])
+
+
+def concurrent_engines(spec: EngineSpec, needs_s1: bool, n: int) -> tuple[list[Engine], BatchedS1 | None]:
+    """``n`` engines for runs in flight at once on an HTTP S2: each its own S2 session (engine i
+    on server i mod servers, so a question stays on one server's prefix cache) and one shared S1
+    whose scans from all runs go through the model together."""
+    if spec.runtime == "llama_cpp":
+        raise DataError("--concurrency needs an S2 server (--s2 vllm:URL); in-process llama.cpp runs one "
+                        "sequence at a time (use --workers for several copies)")
+    s1 = BatchedS1(spec.load_s1()) if needs_s1 else None
+    return [spec.build(needs_s1, s1=s1, server=i) for i in range(n)], s1
+
+
+def run_concurrently(todo: list[Task], methods: dict[str, Method], engines: list[Engine]):
+    """Yield each finished task's (task, seconds, outcome), keeping ``len(engines)`` in flight."""
+    free: queue.SimpleQueue[Engine] = queue.SimpleQueue()
+    for engine in engines:
+        free.put(engine)
+
+    def solve(task: Task):
+        engine = free.get()
+        try:
+            return _run_task(task, methods, engine)
+        finally:
+            free.put(engine)
+
+    pool = ThreadPoolExecutor(len(engines), thread_name_prefix="soma-run")
+    try:
+        for future in as_completed([pool.submit(solve, t) for t in todo]):
+            yield future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def plan(
@@ -130,6 +166,7 @@ def run_bench(
     limit: int | None = None,
     sample_seed: int = 0,
     workers: int = 1,
+    concurrency: int = 1,
     method_params: dict | None = None,
     data_root: Path | None = None,
     progress: bool = True,
@@ -168,8 +205,16 @@ def run_bench(
         )
 
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), disable=not progress, unit="run", smoothing=0.1)
+    if concurrency > 1 and workers > 1:
+        raise DataError("--workers and --concurrency exclude each other: processes with their own S2, "
+                        "or runs in flight against an S2 server")
     try:
-        if workers <= 1:
+        if concurrency > 1:
+            engines, _ = concurrent_engines(spec, _needs_s1(methods), concurrency)
+            for result in run_concurrently(todo, methods, engines):
+                record(*result)
+                bar.update()
+        elif workers <= 1:
             _init(spec, methods)
             for task in todo:
                 bar.set_postfix_str(f"{task.bench.name}/{task.method}")

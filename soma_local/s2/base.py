@@ -39,6 +39,28 @@ class Chunk:
         return self.data.decode("utf-8", errors="replace")
 
 
+class StopScan:
+    """Where a chunk stops, token by token, the same for every runtime: after the token that
+    completes ``stop_text`` (it may span tokens, and chunks: ``tail`` carries the last bytes over),
+    or after a token holding a line break when asked."""
+
+    __slots__ = ("stop_text", "newline", "tail", "keep")
+
+    def __init__(self, stop_text: bytes | None, stop_at_newline: bool, tail: bytes = b""):
+        self.stop_text, self.newline, self.tail = stop_text, stop_at_newline, tail
+        self.keep = len(stop_text) + 32 if stop_text else 0
+
+    def step(self, piece: bytes) -> StopReason | None:
+        if self.stop_text is not None:
+            self.tail = (self.tail + piece)[-self.keep :]
+            if self.stop_text in self.tail:
+                self.tail = b""
+                return "stop_text"
+        if self.newline and b"\n" in piece:
+            return "newline"
+        return None
+
+
 # Called with each generated token's bytes as it is produced (for streaming to a terminal).
 OnPiece = Callable[[bytes], None]
 

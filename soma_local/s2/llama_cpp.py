@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from soma_local.errors import ModelFileError
-from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams
+from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams, StopScan
 
 # Room kept free in the context for a takeover's text and its answer.
 _CONTEXT_MARGIN = 16
@@ -288,8 +288,7 @@ class LlamaCppS2(S2Backend):
         ctx, vocab, sampler, one, ids = self._ctx, self._vocab, self._sampler, self._one, self._ids
         chunk = Chunk()
         out = bytearray()
-        tail = self._tail
-        keep = len(stop_text) + 32 if stop_text else 0
+        scan = StopScan(stop_text, stop_at_newline, self._tail)
         max_tokens = min(max_tokens, self.context_left)
         t0 = time.perf_counter()
         for _ in range(max(0, max_tokens)):
@@ -307,18 +306,13 @@ class LlamaCppS2(S2Backend):
             out += piece
             if on_piece is not None:
                 on_piece(piece)
-            if stop_text is not None:
-                tail = (tail + piece)[-keep:]
-                if stop_text in tail:
-                    chunk.stop = "stop_text"
-                    tail = b""
-                    break
-            if stop_at_newline and b"\n" in piece:
-                chunk.stop = "newline"
+            reason = scan.step(piece)
+            if reason is not None:
+                chunk.stop = reason
                 break
         chunk.seconds = time.perf_counter() - t0
         chunk.data = bytes(out)
-        self._tail = tail
+        self._tail = scan.tail
         return chunk
 
     @contextmanager

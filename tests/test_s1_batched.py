@@ -1,0 +1,69 @@
+"""BatchedS1: scans from concurrent runs share forward passes and each run gets its own answer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from soma_local.s1.base import S1, S1Query
+from soma_local.s1.batched import BatchedS1
+
+from conftest import WordTokenizer
+
+
+class SlowLengthS1(S1):
+    """p = a function of the state's length; each forward pass takes a while and is recorded."""
+
+    name = "slow"
+
+    def __init__(self, fail_on: str | None = None):
+        self.passes: list[int] = []
+        self.fail_on = fail_on
+        self._tok = WordTokenizer()
+
+    @property
+    def tokenizer(self):
+        return self._tok
+
+    def score_states(self, pairs):
+        self.passes.append(len(pairs))
+        time.sleep(0.05)
+        if self.fail_on and any(self.fail_on in s for _, s in pairs):
+            raise RuntimeError("S1 broke")
+        return [1 / (1 + len(s)) for _, s in pairs]
+
+
+def _score_all(s1: S1, tasks: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+
+    def one(task: str) -> None:
+        try:
+            out[task] = s1.score([S1Query("stmt", task, f"reasoning of {task}"), S1Query("other", task, "r")])
+        except RuntimeError as exc:
+            out[task] = exc
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_concurrent_scans_share_passes_and_get_their_own_probabilities():
+    tasks = [f"task number {i}" for i in range(8)]
+    alone = {t: SlowLengthS1().score([S1Query("stmt", t, f"reasoning of {t}"), S1Query("other", t, "r")])
+             for t in tasks}
+    inner = SlowLengthS1()
+    batched = BatchedS1(inner)
+    assert _score_all(batched, tasks) == alone
+    assert len(inner.passes) < len(tasks) and max(batched.batch_sizes) > 1
+    assert sum(inner.passes) == 2 * len(tasks)
+
+
+def test_a_failing_pass_fails_each_of_its_scans_not_the_next_ones():
+    inner = SlowLengthS1(fail_on="task 0")
+    batched = BatchedS1(inner)
+    out = _score_all(batched, ["task 0"])
+    assert isinstance(out["task 0"], RuntimeError)
+    assert _score_all(batched, ["task 1"]) == _score_all(SlowLengthS1(), ["task 1"])
