@@ -60,7 +60,7 @@ and a {'linear' if config.head_hidden == 0 else f'{config.head_hidden}-unit MLP'
 - States: cut from the traces ({', '.join(data['traces'])}) at the engine's scan schedule (pause after
   256 thinking tokens at the next line break, or 128 tokens later), tokens counted with the embedded
   S2 tokenizer; {data.get('drawn', 'at most a few states per trace and monitor, drawn with a fixed seed')}.
-- {data.get('excluded', f"Questions that any gold file draws from were removed before sampling ({data['excluded_questions']} questions)")}.
+- {data['excluded'] if 'excluded' in data else f"Questions that any gold file draws from were removed before sampling ({data['excluded_questions']} questions)"}.
 - Split by question: {data['train']} training states ({data['positives_train']} with label >= 0.5),
   {data['held_out']} held-out states (temperature fitted here).
 - **Label source**: {source}
