@@ -65,8 +65,16 @@ class StopScan:
 OnPiece = Callable[[bytes], None]
 
 
+# Room kept free in the context for a takeover's text and its answer.
+CONTEXT_MARGIN = 16
+
+
 class S2Backend(ABC):
+    """A runtime holds the run's context as token ids (``_ids``); position and room left follow
+    from them and the context size, the same for every runtime."""
+
     name: str
+    _ids: list[int]  # tokens in the context, in order
     chat_template: str | None
     bos_token: str
     eos_token: str
@@ -76,9 +84,9 @@ class S2Backend(ABC):
     @abstractmethod
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]: ...
 
-    @abstractmethod
     def is_single_token(self, text: str) -> bool:
         """Whether ``text`` is one special/added token (e.g. a native ``</think>``)."""
+        return len(self.tokenize(text, special=True)) == 1
 
     @abstractmethod
     def load_prompt(self, ids: list[int]) -> float:
@@ -106,12 +114,17 @@ class S2Backend(ABC):
 
     @property
     @abstractmethod
-    def position(self) -> int: ...
+    def context_size(self) -> int:
+        """Tokens the context holds in all (prompt and generation)."""
 
     @property
-    @abstractmethod
+    def position(self) -> int:
+        return len(self._ids)
+
+    @property
     def context_left(self) -> int:
         """Tokens that can still be generated before the context is full."""
+        return self.context_size - len(self._ids) - CONTEXT_MARGIN
 
     @abstractmethod
     @contextmanager

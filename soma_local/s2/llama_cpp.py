@@ -20,8 +20,6 @@ from typing import Callable, Iterator
 from soma_local.errors import ModelFileError
 from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams, StopScan
 
-# Room kept free in the context for a takeover's text and its answer.
-_CONTEXT_MARGIN = 16
 # Prompts longer than this report their loading progress (a CPU decodes a few hundred tokens a second).
 _PROGRESS_FROM = 4096
 
@@ -183,17 +181,10 @@ class LlamaCppS2(S2Backend):
         ptr = self._lib.llama_get_logits_ith(self._ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))
 
-    def is_single_token(self, text: str) -> bool:
-        return len(self.tokenize(text, special=True)) == 1
-
     # ---- context -----------------------------------------------------------------------------
     @property
-    def position(self) -> int:
-        return len(self._ids)
-
-    @property
-    def context_left(self) -> int:
-        return self.n_ctx - len(self._ids) - _CONTEXT_MARGIN
+    def context_size(self) -> int:
+        return self.n_ctx
 
     def _decode(self, ids: list[int], progress: Callable[[int, int], None] | None = None) -> None:
         lib = self._lib

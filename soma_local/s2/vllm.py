@@ -29,8 +29,6 @@ from soma_local.errors import ModelFileError, SomaError
 from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams, StopScan
 from soma_local.s2.hf_tokens import load_hf_tokenizer
 
-_CONTEXT_MARGIN = 16
-
 
 class S2ServerError(SomaError):
     pass
@@ -154,17 +152,10 @@ class VllmS2(S2Backend):
     def decode(self, ids) -> str:
         return self.tok.decode(ids)
 
-    def is_single_token(self, text: str) -> bool:
-        return len(self.tokenize(text, special=True)) == 1
-
     # ---- context -----------------------------------------------------------------------------
     @property
-    def position(self) -> int:
-        return len(self._ids)
-
-    @property
-    def context_left(self) -> int:
-        return self.max_model_len - len(self._ids) - _CONTEXT_MARGIN
+    def context_size(self) -> int:
+        return self.max_model_len
 
     @property
     def ids(self) -> list[int]:
