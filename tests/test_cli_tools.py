@@ -25,7 +25,7 @@ def test_calibrate_writes_results_plot_and_a_calibration_entry_soma_run_reads(tm
     (entry,) = load_calibration(cal).entries
     assert (entry.monitor, entry.variant, entry.s2) == ("overthinking", "soma", smollm_path.name)
     # Keyed by the S1 that scored the runs: the default S1 (the shipped classifier).
-    assert entry.threshold in (0.5, 2.0, math.inf) and entry.s1 == "classifier:minilm-rules"
+    assert entry.threshold in (0.5, 2.0, math.inf) and entry.s1 == "classifier:minilm-reader"
     # A rerun finds the finished trace and does not run S2 again.
     before = (out / "traces" / "c1.jsonl").read_text()
     assert main(args) == 0 and (out / "traces" / "c1.jsonl").read_text() == before

@@ -47,6 +47,28 @@ def model_card(name: str, config: S1ModelConfig, metrics: dict, data: dict) -> s
              "(`head.safetensors`); the tokenizer and architecture are read from the backbone's local package."
              if tuned else "Only the head ships here (`head.safetensors`); the backbone is read from its local package.")
     module = "training.finetune" if tuned else "training.train"
+    reproduce = f"`python -m {module} {' '.join(data['argv'])}`"
+    if data.get("encoder_argv") not in (None, data["argv"]):
+        reproduce = (f"`python -m {module} {' '.join(data['encoder_argv'])}` (trains the encoder and fits everything "
+                     f"else); this folder's T and cue heads were refit over that encoder by {reproduce}")
+    cues = ""
+    if config.cue_heads:
+        cues = f"""
+## Text cues beside the encoder
+
+For {', '.join(f'`{m}`' for m in config.cue_heads)}, the S1 state is up to {config.state_limit} tokens: the encoder
+reads its newest {config.max_length}, and a linear cue head reads it all, as counts of phrases (re-checks,
+doubts, assumptions, concerns, giving up, restated results) over the whole reasoning window and its newest
+2,000 / 1,000 / 500 characters (`soma_local/s1/cues.py`, set `{next(iter(config.cue_heads.values())).cue_set}`).
+The cue weights were fitted on the training split; on the held-out split, which the encoder never
+saw, a two-input logistic regression set how much the encoder's logit and the cue logit count and
+calibrated their sum (so T does not rescale these monitors again). Held-out figures of the joined S1
+are cross-validated over held-out questions (5 folds), not those of the fit itself:
+
+{_table(metrics['held_out_s1'])}
+"""
+        if "gold_dev_encoder" in metrics:
+            cues += f"\nThe encoder alone, on the gold set:\n\n{_table(metrics['gold_dev_encoder'])}\n"
     return f"""# S1 model `{name}`
 
 {what} `[statement] [SEP] Task: Q / Reasoning so far: H`
@@ -67,12 +89,12 @@ and a {'linear' if config.head_hidden == 0 else f'{config.head_hidden}-unit MLP'
 - Monitor statements trained on:
 {statements}
 
-## Held-out split (same label source; T fitted here)
+## Held-out split (same label source; T fitted here){' : the encoder alone' if config.cue_heads else ''}
 
 {_table(metrics['held_out'])}
-
+{cues}
 {gold_part}
 {f"Head sizes tried (best held-out NLL ships): {metrics['candidates']}." if 'candidates' in metrics else ''}
 
-Reproduce: `python -m {module} {' '.join(data['argv'])}`
+Reproduce: {reproduce}
 """

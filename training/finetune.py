@@ -6,8 +6,11 @@ Steps: rebuild the labelled states from the data directory (``training/data/read
 holds references only); split by question into training and held-out (T is fitted on the held-out
 reader labels, never on gold); fine-tune every backbone weight and the head with soft-label BCE
 (checkpointed every few hundred examples, so an interrupted run resumes where it stopped); fit T;
-report AUROC / ECE / Brier before and after scaling on held-out and on gold (measured only); save the
-model, its card and the training questions.
+fit each monitor's cue head (``training/cue_heads.py``: text cues over the whole state, which the
+512-token encoder cannot read, joined to the encoder's logit on held-out); report AUROC / ECE / Brier
+on held-out and on gold (measured only, with the model loaded back as it ships); save the model, its
+card and the training questions. ``--encoder-from FOLDER`` skips the fine-tuning and refits the rest
+over an S1 already trained.
 
 Cost on a CPU is dominated by the encoder's forward and backward passes: states are bucketed by length
 so a batch pads little, and the state builder cuts them to the input limit exactly as serving does.
@@ -29,12 +32,15 @@ import torch
 
 from soma_local.data_dir import data_dir
 from soma_local.monitors import resolve_monitors
-from soma_local.s1.classifier import PairEncoder, ScoreHead
-from soma_local.s1_models import (ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model,
+from soma_local.errors import ModelFileError
+from soma_local.s1.classifier import ClassifierS1, PairEncoder, ScoreHead
+from soma_local.s1_models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, CueHead, S1ModelConfig, read_config,
+                                  read_encoder_weights, read_weights, resolve_backbone, resolve_s1_model, write_model,
                                   write_trained_questions)
 from soma_local.state import build_state, longest_tokens
 from soma_local.temperature import fit_temperature
 from training.card import model_card
+from training.cue_heads import fit_cue_head
 from training.examples import Example, read_labelled, split_by_question
 from training.reader_labels import LABELS, examples as reader_examples, read_labels
 from training.reader_set import load_all, training_half
@@ -137,7 +143,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-bf16", dest="bf16", action="store_false", help="train in float32 (default: bfloat16 autocast)")
     ap.add_argument("--device", default=None, help="cpu | cuda | auto (default; SOMA_S1_DEVICE)")
     ap.add_argument("--out", type=Path, default=S1_MODELS_DIR, help="where released S1s live")
+    ap.add_argument("--no-cues", dest="cues", action="store_false", help="the encoder alone, without cue heads")
+    ap.add_argument("--state-limit", type=int, default=2048,
+                    help="tokens of S1 state the cue heads read (the encoder reads the newest --max-length)")
+    ap.add_argument("--encoder-from", type=Path,
+                    help="an S1 folder whose fine-tuned encoder and head to reuse: refit T and the cue heads only")
     return ap.parse_args(argv)
+
+
+def encoder_from(args: argparse.Namespace) -> tuple[dict | None, dict | None, dict]:
+    """(backbone weights, head weights, how they were trained) of ``--encoder-from``, or nothing to load."""
+    if args.encoder_from is None:
+        return None, None, {}
+    folder = resolve_s1_model(str(args.encoder_from))
+    config = read_config(folder)
+    if not config.encoder_weights or config.backbone != args.backbone or config.max_length != args.max_length:
+        raise ModelFileError(f"{folder}: --encoder-from needs a fine-tuned S1 of backbone '{args.backbone}' at "
+                             f"{args.max_length} tokens (it has '{config.backbone}' at {config.max_length}"
+                             f"{'' if config.encoder_weights else ', not fine-tuned'})")
+    metrics = folder / "metrics.json"
+    trained = json.loads(metrics.read_text())["data"] if metrics.is_file() else {}
+    return (read_encoder_weights(folder, config), read_weights(folder),
+            {"epochs": trained.get("epochs", "?"), "encoder_argv": trained.get("encoder_argv", trained.get("argv", []))})
+
+
+def fit_cue_heads(train_ex: Sequence[Example], held_ex: Sequence[Example], z_held: np.ndarray, temperature: float,
+                  monitors: Sequence[str]) -> tuple[dict[str, CueHead], np.ndarray]:
+    """Each monitor's cue head, and the held-out logits of the joined S1 (cross-validated by question)."""
+    heads, z_joined = {}, np.zeros(len(held_ex))
+    for monitor in monitors:
+        idx = np.array([e.monitor == monitor for e in held_ex])
+        heads[monitor], z_joined[idx] = fit_cue_head([e for e in train_ex if e.monitor == monitor],
+                                                     [e for e in held_ex if e.monitor == monitor], z_held[idx], temperature)
+    return heads, z_joined
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,26 +194,32 @@ def main(argv: list[str] | None = None) -> int:
     gold = [e for e in read_labelled(gold_path) if e.monitor in statements] if gold_path.is_file() else []
     print(f"examples: {len(train_ex)} train, {len(held_ex)} held-out (reader labels), {len(gold)} gold (measured only)")
 
-    encoder = PairEncoder(resolve_backbone(args.backbone), args.max_length, args.device)
+    encoder_weights, head_weights, trained = encoder_from(args)
+    encoder = PairEncoder(resolve_backbone(args.backbone), args.max_length, args.device, encoder_weights)
     head = ScoreHead(encoder.feature_dim, 0).to(encoder.device)
-    work = RUNS_DIR / args.name
-    work.mkdir(parents=True, exist_ok=True)
-    tag = f"{len(train_ex)}x{args.epochs}ep-len{encoder.max_length}-bs{args.batch_size}-lr{args.lr}-bf{int(args.bf16)}-seed{args.seed}"
-    pairs = pairs_of(encoder, train_ex, statements)
-    train(encoder, head, pairs, np.array([e.label for e in train_ex]), args, work / f"finetune-{tag}.pt")
+    if head_weights is not None:
+        head.load_state_dict(head_weights)
+        print(f"encoder and head from {args.encoder_from}: not trained again")
+    else:
+        work = RUNS_DIR / args.name
+        work.mkdir(parents=True, exist_ok=True)
+        tag = f"{len(train_ex)}x{args.epochs}ep-len{encoder.max_length}-bs{args.batch_size}-lr{args.lr}-bf{int(args.bf16)}-seed{args.seed}"
+        pairs = pairs_of(encoder, train_ex, statements)
+        train(encoder, head, pairs, np.array([e.label for e in train_ex]), args, work / f"finetune-{tag}.pt")
+        trained = {"epochs": args.epochs, "encoder_argv": sys.argv[1:] if argv is None else argv}
+        # Ship half-precision encoder weights; measure and fit T with exactly what ships.
+        encoder.model.load_state_dict({k: v.half().float() for k, v in encoder.model.state_dict().items()})
 
-    # Ship half-precision encoder weights; measure and fit T with exactly what ships.
-    encoder.model.load_state_dict({k: v.half().float() for k, v in encoder.model.state_dict().items()})
-    y_held = np.array([e.label for e in held_ex])
+    y_held, m_held = np.array([e.label for e in held_ex]), np.array([e.monitor for e in held_ex])
     z_held = logits_of(encoder, head, pairs_of(encoder, held_ex, statements))
     temperature = fit_temperature(z_held, y_held)
-    metrics = {"temperature": round(temperature, 4), "head_hidden": 0,
-               "held_out": report(z_held, y_held, np.array([e.monitor for e in held_ex]), temperature)}
-    if gold:
-        metrics["gold_dev"] = report(logits_of(encoder, head, pairs_of(encoder, gold, statements)),
-                                     np.array([e.label for e in gold]), np.array([e.monitor for e in gold]), temperature)
+    cue_heads, z_joined = fit_cue_heads(train_ex, held_ex, z_held, temperature, list(statements)) if args.cues else ({}, None)
+    metrics = {"temperature": round(temperature, 4), "head_hidden": 0, "held_out": report(z_held, y_held, m_held, temperature)}
+    if cue_heads:
+        metrics["held_out_s1"] = report(z_joined, y_held, m_held, 1.0)
     config = S1ModelConfig(backbone=args.backbone, max_length=encoder.max_length, head_hidden=0,
-                           temperature=temperature, statements=statements, encoder_weights=ENCODER_WEIGHTS_FILE)
+                           temperature=temperature, statements=statements, encoder_weights=ENCODER_WEIGHTS_FILE,
+                           state_limit=args.state_limit if cue_heads else None, cue_heads=cue_heads)
     data = {"train": len(train_ex), "held_out": len(held_ex), "gold": len(gold), "teacher": "reader",
             "labels": str(args.labels.relative_to(Path(__file__).resolve().parents[1])) if args.labels.is_absolute() else str(args.labels),
             "traces": ["DATA/traces"],
@@ -184,11 +228,18 @@ def main(argv: list[str] | None = None) -> int:
             "excluded": "Only the training half of each dataset's questions (`training.reader_set.training_half`, seeded) "
                         "was drawn from, never a question in `s1_labels/reserved_questions.txt`; the other half is left "
                         "to replay and threshold calibration",
-            "positives_train": int(sum(e.label >= 0.5 for e in train_ex)), "epochs": args.epochs,
+            "positives_train": int(sum(e.label >= 0.5 for e in train_ex)), **trained,
             "argv": sys.argv[1:] if argv is None else argv}
     folder = args.out / args.name
-    write_model(folder, config, head.state_dict(), model_card(args.name, config, metrics, data),
-                encoder={k: v.half() for k, v in encoder.model.state_dict().items()})
+    write_model(folder, config, head.state_dict(), "", encoder={k: v.half() for k, v in encoder.model.state_dict().items()})
+    if gold:  # measured with exactly what ships, loaded back from the folder
+        y_gold, m_gold = np.array([e.label for e in gold]), np.array([e.monitor for e in gold])
+        metrics["gold_dev_encoder"] = report(logits_of(encoder, head, pairs_of(encoder, gold, statements)), y_gold, m_gold, temperature)
+        s1 = ClassifierS1(folder, device=args.device)
+        every = list(statements.values())
+        z_gold = np.concatenate([s1.logits([(statements[e.monitor], s1.state_for(e.task, e.reasoning, every))]) for e in gold])
+        metrics["gold_dev"] = report(z_gold, y_gold, m_gold, temperature)
+    (folder / CARD_FILE).write_text(model_card(args.name, config, metrics, data), encoding="utf-8")
     traces = load_all(root)
     write_trained_questions(folder, training_half((t.dataset, t.answerable, t.question_id) for t in traces))
     (folder / "metrics.json").write_text(json.dumps({"data": data, **metrics}, indent=2) + "\n")

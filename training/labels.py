@@ -14,35 +14,17 @@ from __future__ import annotations
 
 import re
 
+from soma_local.s1.cues import ATTEMPT, BOXED, DOUBT, RECHECK
+
 # Soft labels: a rule is evidence, not certainty, so no label is 0 or 1 (keeps the head calibrated).
 LOW, UNSURE, LEAN, HIGH = 0.05, 0.3, 0.65, 0.9
 
-_BOXED = re.compile(r"\\boxed\{")
-_RECHECK = re.compile(
-    r"let me (?:double[- ]?)?check|double[- ]check|verify|let me make sure|let me confirm|re-?examine"
-    r"|another way|alternatively|let me think again|let me re-?(?:calculate|compute|do|read)|just to be sure"
-    r"|wait,|but wait|hold on|is there (?:any|another)",
-    re.I,
-)
-_DOUBT = re.compile(
-    r"doesn'?t (?:say|specify|mention|give|tell|state)|does not (?:say|specify|mention|give|tell|state)"
-    r"|(?:isn'?t|is not|aren'?t|are not|wasn'?t|not) (?:given|specified|mentioned|provided|stated)"
-    r"|missing|insufficient|not enough information|without (?:knowing|more information|that information)"
-    r"|no information|can'?t (?:be )?(?:determine|answer|know|compute|find|solve)|cannot (?:be )?(?:determine|answer|know|compute|find|solve)"
-    r"|unsolvable|contradict|inconsisten|ambiguous|unclear|lacks?|don'?t know (?:the|how many|what)",
-    re.I,
-)
-_ATTEMPT = re.compile(
-    r"\bassum(?:e|ing|ption)|let'?s say|suppose|maybe the problem|perhaps the problem|maybe (?:it|they|there|i|we)"
-    r"|perhaps (?:it|they|there|i|we)|typo|meant to|intended|the answer (?:is|would be)|so the answer",
-    re.I,
-)
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 
 
 def final_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (brace-matched), or None."""
-    starts = [m.end() for m in _BOXED.finditer(text)]
+    starts = [m.end() for m in BOXED.finditer(text)]
     if not starts:
         return None
     i = start = starts[-1]
@@ -83,17 +65,17 @@ def overthinking_label(thinking_so_far: str, answer: str | None) -> float:
     if len(hits) < 2:
         return UNSURE
     confirmed = hits[1]
-    if _RECHECK.search(text, confirmed):
+    if RECHECK.search(text, confirmed):
         return HIGH
     return LEAN
 
 
 def unanswerable_label(thinking_so_far: str) -> float:
     """P(a doubt about missing/contradictory information is voiced and S2 still pushes for an answer)."""
-    doubt = _DOUBT.search(thinking_so_far)
+    doubt = DOUBT.search(thinking_so_far)
     if doubt is None:
         return LOW
-    if _ATTEMPT.search(thinking_so_far, doubt.end()):
+    if ATTEMPT.search(thinking_so_far, doubt.end()):
         return HIGH
     return LEAN
 

@@ -24,12 +24,12 @@ from typing import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from soma_local.errors import DataError
+from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
 from soma_local.replay import RecordedTrace, load_traces
 from training.states import Pieces, scan_cuts
 from training.traces import split_output, thinking_offset
 
 SPLIT_SEED = "soma-s1-split-v1"
-H_CHARS = 7000  # as gold: H limited to its last 7,000 characters, cut at a line break
 MONITORS = ("overthinking", "unanswerable")
 
 
@@ -89,15 +89,6 @@ def load_all(data_dir: Path) -> list[RecordedTrace]:
 
 def trace_key(dataset: str, model: str, question_id: str) -> tuple[str, str, str]:
     return dataset, short_model(model), question_id
-
-
-def limit_h(h: str, limit: int = H_CHARS) -> str:
-    """The last ``limit`` characters of H, starting after a line break when it had to be cut."""
-    if len(h) <= limit:
-        return h
-    tail = h[-limit:]
-    nl = tail.find("\n")
-    return tail[nl + 1 :] if nl >= 0 else tail
 
 
 def render_state(trace: RecordedTrace, cut_char: int) -> str:

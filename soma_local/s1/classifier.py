@@ -19,8 +19,10 @@ from torch import nn
 
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
-from soma_local.s1_models import (read_config, read_encoder_weights, read_trained_questions, read_weights, resolve_backbone,
+from soma_local.s1.cues import text_cues
+from soma_local.s1_models import (CueHead, read_config, read_encoder_weights, read_trained_questions, read_weights, resolve_backbone,
                                   resolve_s1_model)
+from soma_local.state import build_state, parse_state
 from soma_local.temperature import scaled_probs
 
 
@@ -114,7 +116,23 @@ class ScoreHead(nn.Module):
         return self.net(features).squeeze(-1)
 
 
+class _CueLogit:
+    """A monitor's cue head (``s1_models.CueHead``) as arrays, ready to add cues to the encoder's logit."""
+
+    def __init__(self, head: CueHead) -> None:
+        self.mean = np.array(head.mean)
+        self.weights = np.array(head.weights) / np.array(head.scale)
+        self.bias = head.bias
+        self.encoder_weight = head.encoder_weight
+
+    def __call__(self, z_encoder: float, cues: Sequence[float]) -> float:
+        return float(self.encoder_weight * z_encoder + self.weights @ (np.asarray(cues) - self.mean) + self.bias)
+
+
 class ClassifierS1(S1):
+    """The encoder reads the newest ``max_length`` tokens of each state; where the model has a cue head
+    for the monitor, the text cues of the whole state (up to ``state_limit`` tokens) join its logit."""
+
     def __init__(
         self,
         model: str | Path | None = None,
@@ -138,7 +156,8 @@ class ClassifierS1(S1):
         if temperature is not None and not temperature > 0:
             raise ValueError("classifier temperature must be > 0")
         self.temperature = temperature or config.temperature
-        self.input_limit = self.encoder.max_length
+        self.cue_logits = {config.statements[m]: _CueLogit(h) for m, h in config.cue_heads.items()}
+        self.input_limit = max(self.encoder.max_length, config.state_limit or 0) if self.cue_logits else self.encoder.max_length
         self.template_tokens = self.encoder.special_tokens
         self.name = f"classifier:{folder.name}"
         self.trained_questions = read_trained_questions(folder)
@@ -149,8 +168,25 @@ class ClassifierS1(S1):
 
     @torch.inference_mode()
     def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """Raw z for each (statement, state), before temperature scaling."""
-        return self.head(self.encoder.features(pairs)).double().cpu().numpy()
+        """Raw z for each (statement, state), before temperature scaling; the encoder reads the newest part."""
+        reserve = self._reserve([s for s, _ in pairs])
+        parsed = {state: parse_state(state) for _, state in pairs}  # the monitors of a pause share one state
+        short = {state: self._encoder_state(state, parts, reserve) for state, parts in parsed.items()}
+        z = self.head(self.encoder.features([(statement, short[state]) for statement, state in pairs])).double().cpu().numpy()
+        cues: dict[str, list[float]] = {}
+        for i, (statement, state) in enumerate(pairs):
+            cue_logit = self.cue_logits.get(statement)
+            if cue_logit is not None:
+                if state not in cues:
+                    cues[state] = text_cues(parsed[state][1] if parsed[state] else state)
+                z[i] = cue_logit(z[i], cues[state])
+        return z
+
+    def _encoder_state(self, state: str, parts: tuple[str, str] | None, reserve: int) -> str:
+        """The state cut again to the encoder's limit, where the S1 state is longer than the encoder reads."""
+        if self.input_limit == self.encoder.max_length or parts is None:
+            return state  # the tokenizer cuts a foreign text's end only as a last resort
+        return build_state(*parts, self.tokenizer, self.encoder.max_length, reserve)
 
     def score_states(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         if not pairs:
