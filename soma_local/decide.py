@@ -248,13 +248,15 @@ def plan_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits =
     for qid, question in request.questions.items():
         sts = per_question[qid]
         longest = max(tokens.count(s) for s in sts)
-        room = s1.input_limit - longest - s1.template_tokens
+        # An S1 state was cut to the S1's input limit above; other text is windowed at what one pair reads.
+        limit = s1.input_limit if parsed is not None else (s1.reads_at_once or s1.input_limit)
+        room = limit - longest - s1.template_tokens
         if state_tokens <= room:
             windows = [text]
         elif room < MIN_WINDOW_TOKENS or parsed is not None:
             raise StateTooLong(
                 f"question {qid!r} has a {longest}-token statement: with the state ({state_tokens} tokens) "
-                f"it does not fit this S1 ({s1.name}), which reads at most {s1.input_limit} tokens"
+                f"it does not fit this S1 ({s1.name}), which reads at most {limit} tokens"
             )
         else:
             if room not in windows_by_room:

@@ -62,7 +62,7 @@ def ask(client, questions, state, **kw):
 @pytest.mark.parametrize("tokens", [600, 1500, 2048])
 def test_long_prose_states_are_answered_in_windows(client, s1, tokens):
     state = prose(s1, tokens)
-    assert len(s1.tokenizer.encode(state)) == tokens > s1.input_limit
+    assert len(s1.tokenizer.encode(state)) == tokens > s1.reads_at_once
     r = ask(client, {"refund": NOUL, "team": CHOICE, "anger": SCORE}, state)
     assert r.status_code == 200, r.text
     answers = r.json()["answers"]
@@ -150,6 +150,7 @@ class Counting(S1):
     def __init__(self, inner):
         self.inner, self.scored = inner, 0
         self.name, self.input_limit, self.template_tokens = inner.name, inner.input_limit, inner.template_tokens
+        self.reads_at_once = inner.reads_at_once
 
     @property
     def tokenizer(self):
@@ -183,7 +184,7 @@ def test_many_tiny_questions_count_as_the_calls_they_cost(client):
 
 
 def test_an_s1_state_is_cut_the_soma_way_not_windowed(client, s1):
-    reasoning = "Step: add the numbers again and compare with the last result.\n" * 80  # > 512 tokens
+    reasoning = "Step: add the numbers again and compare with the last result.\n" * 200  # > 2,048 tokens
     state = format_state("What is 17 + 25?", reasoning)
     cut = s1.state_for("What is 17 + 25?", reasoning, [NOUL["instructions"]])
     assert len(s1.tokenizer.encode(state)) > s1.input_limit and cut.startswith("Task: What is 17 + 25?")

@@ -39,6 +39,9 @@ class S1(ABC):
     name: str = "s1"
     last_error: str | None = None  # why the last ``score_states`` call left a probability None
     input_limit: int = 2048
+    # Tokens of text one scored pair reads when that text is not an S1 state (``state.format_state``),
+    # where it is fewer than ``input_limit``: the Jev server reads longer text in windows of this size.
+    reads_at_once: int | None = None
     # Tokens the backend adds around the state and statement (prompt template, special tokens).
     template_tokens: int = 0
     # Question ids whose states this S1 was trained on: trace replay leaves them out.

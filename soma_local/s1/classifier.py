@@ -158,6 +158,7 @@ class ClassifierS1(S1):
         self.temperature = temperature or config.temperature
         self.cue_logits = {config.statements[m]: _CueLogit(h) for m, h in config.cue_heads.items()}
         self.input_limit = max(self.encoder.max_length, config.state_limit or 0) if self.cue_logits else self.encoder.max_length
+        self.reads_at_once = self.encoder.max_length  # only an S1 state has the task and newest reasoning to cut
         self.template_tokens = self.encoder.special_tokens
         self.name = f"classifier:{folder.name}"
         self.trained_questions = read_trained_questions(folder)
