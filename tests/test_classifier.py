@@ -78,11 +78,19 @@ def test_cue_heads_see_what_the_encoder_no_longer_reads(classifier, monitors):
     assert doubted > plain
 
 
-def test_a_cue_head_from_another_cue_set_is_refused(tmp_path):
-    folder = tmp_path / "oldcues"
+def shipped_copy(tmp_path, name: str, config_edit: tuple[str, str] | None = None):
+    """A copy of the shipped S1's folder, its config.json optionally edited (old text, new text)."""
+    folder = tmp_path / name
     shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
-    config = folder / "config.json"
-    config.write_text(config.read_text().replace('"cue_set": "cues-v1"', '"cue_set": "cues-v0"'))
+    if config_edit:
+        config = folder / "config.json"
+        assert config_edit[0] in config.read_text()
+        config.write_text(config.read_text().replace(*config_edit))
+    return folder
+
+
+def test_a_cue_head_from_another_cue_set_is_refused(tmp_path):
+    folder = shipped_copy(tmp_path, "oldcues", ('"cue_set": "cues-v1"', '"cue_set": "cues-v0"'))
     with pytest.raises(ModelFileError, match="fitted to cue set 'cues-v0'"):
         ClassifierS1(folder)
 
@@ -95,18 +103,14 @@ def test_missing_model_folder_is_a_clear_error(tmp_path):
 
 
 def test_corrupt_weights_are_a_clear_error(tmp_path):
-    folder = tmp_path / "broken"
-    shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
+    folder = shipped_copy(tmp_path, "broken")
     (folder / "head.safetensors").write_bytes(b"\x00\x01 not a safetensors file")
     with pytest.raises(ModelFileError, match="broken/head.safetensors: corrupt safetensors"):
         ClassifierS1(folder)
 
 
 def test_corrupt_config_names_the_field(tmp_path):
-    folder = tmp_path / "badconfig"
-    shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
-    config = folder / "config.json"
-    config.write_text(config.read_text().replace('"temperature": ', '"temperature": -'))
+    folder = shipped_copy(tmp_path, "badconfig", ('"temperature": ', '"temperature": -'))
     with pytest.raises(ModelFileError, match="field 'temperature'"):
         ClassifierS1(folder)
 
@@ -114,8 +118,7 @@ def test_corrupt_config_names_the_field(tmp_path):
 def test_the_shipped_s1_lists_its_training_questions_and_a_broken_list_is_a_clear_error(classifier, tmp_path):
     assert len(classifier.trained_questions) == 442
     assert all(q.startswith(("umwp-", "sum-")) for q in classifier.trained_questions)
-    folder = tmp_path / "badlist"
-    shutil.copytree(S1_MODELS_DIR / DEFAULT_S1_MODEL, folder)
+    folder = shipped_copy(tmp_path, "badlist")
     (folder / "trained_questions.json").write_text('{"not": "a list"}')
     with pytest.raises(ModelFileError, match="trained_questions.json: expected a JSON list"):
         ClassifierS1(folder)
