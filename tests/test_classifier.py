@@ -89,6 +89,23 @@ def shipped_copy(tmp_path, name: str, config_edit: tuple[str, str] | None = None
     return folder
 
 
+def test_bfloat16_and_float32_give_the_same_judgement(classifier, monitors):
+    """bfloat16 autocast (auto where the CPU has it natively) is a speed choice, not a different S1."""
+    queries = [S1Query(m.statement, TASK, CONFIRMED * 20) for m in monitors.values()]
+    exact = ClassifierS1(precision="float32")
+    fast = ClassifierS1(precision="bfloat16")
+    assert not exact.encoder.bf16 and fast.encoder.bf16
+    z_exact, z_fast = (s1.logits([(q.statement, s1.state_for(q.task, q.reasoning, [q.statement])) for q in queries])
+                       for s1 in (exact, fast))
+    assert abs(z_exact - z_fast).max() < 0.1
+
+
+def test_an_unknown_precision_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("SOMA_S1_PRECISION", "fp8")
+    with pytest.raises(ModelFileError, match="S1 precision 'fp8' is not one of auto, float32, bfloat16"):
+        ClassifierS1()
+
+
 def test_a_cue_head_from_another_cue_set_is_refused(tmp_path):
     folder = shipped_copy(tmp_path, "oldcues", ('"cue_set": "cues-v1"', '"cue_set": "cues-v0"'))
     with pytest.raises(ModelFileError, match="fitted to cue set 'cues-v0'"):

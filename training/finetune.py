@@ -33,7 +33,7 @@ import torch
 from soma_local.data_dir import data_dir
 from soma_local.monitors import resolve_monitors
 from soma_local.errors import ModelFileError
-from soma_local.s1.classifier import ClassifierS1, PairEncoder, ScoreHead
+from soma_local.s1.classifier import PRECISIONS, ClassifierS1, PairEncoder, ScoreHead
 from soma_local.s1_models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, CueHead, S1ModelConfig, read_config,
                                   read_encoder_weights, read_weights, resolve_backbone, resolve_s1_model, write_model,
                                   write_trained_questions)
@@ -62,13 +62,6 @@ def length_batches(pairs: Sequence[tuple[str, str]], batch_size: int, rng: rando
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     rng.shuffle(batches)
     return batches
-
-
-def forward(encoder: PairEncoder, head: ScoreHead, pairs: Sequence[tuple[str, str]], bf16: bool) -> torch.Tensor:
-    """Logits with gradients; matrix work in bfloat16 where asked (AMX on recent Xeons, tensor cores on
-    GPUs roughly halve a step), weights and optimiser state stay float32."""
-    with torch.autocast(encoder.device.type, dtype=torch.bfloat16, enabled=bf16):
-        return head(encoder.features(pairs, grad=True)).float()
 
 
 @torch.inference_mode()
@@ -108,7 +101,7 @@ def train(encoder: PairEncoder, head: ScoreHead, pairs, labels: np.ndarray, args
         encoder.model.train()
         head.train()
         idx = plan[step]
-        loss = loss_fn(forward(encoder, head, [pairs[i] for i in idx], args.bf16), y[idx].to(encoder.device))
+        loss = loss_fn(head(encoder.features([pairs[i] for i in idx], grad=True)).float(), y[idx].to(encoder.device))
         optim.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(encoder.model.parameters()) + list(head.parameters()), 1.0)
@@ -140,7 +133,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=10, help="steps between progress lines")
     ap.add_argument("--checkpoint-every", type=int, default=25, help="steps between checkpoints")
-    ap.add_argument("--no-bf16", dest="bf16", action="store_false", help="train in float32 (default: bfloat16 autocast)")
+    ap.add_argument("--precision", choices=PRECISIONS, default=None,
+                    help="encoder matrix work (default auto, SOMA_S1_PRECISION: bfloat16 autocast where the device has it"
+                         " natively, which roughly halves a step; weights and optimiser state stay float32)")
     ap.add_argument("--device", default=None, help="cpu | cuda | auto (default; SOMA_S1_DEVICE)")
     ap.add_argument("--out", type=Path, default=S1_MODELS_DIR, help="where released S1s live")
     ap.add_argument("--no-cues", dest="cues", action="store_false", help="the encoder alone, without cue heads")
@@ -195,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"examples: {len(train_ex)} train, {len(held_ex)} held-out (reader labels), {len(gold)} gold (measured only)")
 
     encoder_weights, head_weights, trained = encoder_from(args)
-    encoder = PairEncoder(resolve_backbone(args.backbone), args.max_length, args.device, encoder_weights)
+    encoder = PairEncoder(resolve_backbone(args.backbone), args.max_length, args.device, encoder_weights, args.precision)
     head = ScoreHead(encoder.feature_dim, 0).to(encoder.device)
     if head_weights is not None:
         head.load_state_dict(head_weights)
@@ -203,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         work = RUNS_DIR / args.name
         work.mkdir(parents=True, exist_ok=True)
-        tag = f"{len(train_ex)}x{args.epochs}ep-len{encoder.max_length}-bs{args.batch_size}-lr{args.lr}-bf{int(args.bf16)}-seed{args.seed}"
+        tag = f"{len(train_ex)}x{args.epochs}ep-len{encoder.max_length}-bs{args.batch_size}-lr{args.lr}-bf{int(encoder.bf16)}-seed{args.seed}"
         pairs = pairs_of(encoder, train_ex, statements)
         train(encoder, head, pairs, np.array([e.label for e in train_ex]), args, work / f"finetune-{tag}.pt")
         trained = {"epochs": args.epochs, "encoder_argv": sys.argv[1:] if argv is None else argv}
@@ -235,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if gold:  # measured with exactly what ships, loaded back from the folder
         y_gold, m_gold = np.array([e.label for e in gold]), np.array([e.monitor for e in gold])
         metrics["gold_dev_encoder"] = report(logits_of(encoder, head, pairs_of(encoder, gold, statements)), y_gold, m_gold, temperature)
-        s1 = ClassifierS1(folder, device=args.device)
+        s1 = ClassifierS1(folder, device=args.device, precision=args.precision)
         every = list(statements.values())
         z_gold = np.concatenate([s1.logits([(statements[e.monitor], s1.state_for(e.task, e.reasoning, every))]) for e in gold])
         metrics["gold_dev"] = report(z_gold, y_gold, m_gold, temperature)
