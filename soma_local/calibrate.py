@@ -133,6 +133,7 @@ class CalibrationEntry(BaseModel):
     s2: str
     monitor: str
     variant: Variant = "soma"
+    s1_version: str | None = None  # ``S1.version`` when calibrated: a retrained S1 of the same name needs its own h
     threshold: float
     objective: Objective
     scan_interval: int
@@ -190,6 +191,15 @@ class ThresholdSource(BaseModel):
     warning: str | None = None
 
 
+def _entries(cal: CalibrationFile, s1: str, s2: str, variant: Variant) -> dict[str, CalibrationEntry]:
+    return {e.monitor: e for e in cal.entries if (e.s1, e.s2, e.variant) == (s1, s2, variant)}
+
+
+def _stale(entry: CalibrationEntry, s1_version: str | None) -> bool:
+    """Calibrated on another version of the S1 (an entry from before versions were recorded is taken)."""
+    return None not in (entry.s1_version, s1_version) and entry.s1_version != s1_version
+
+
 def resolve_thresholds(
     monitors: Mapping[str, float],
     flags: Mapping[str, float],
@@ -198,15 +208,23 @@ def resolve_thresholds(
     s1: str,
     s2: str,
     variant: Variant,
+    s1_version: str | None = None,
 ) -> dict[str, ThresholdSource]:
     """Each monitor's h: ``--threshold`` wins, then this (S1, S2, variant)'s calibration entry, then the
-    monitor's default. ``monitors`` maps each monitor to its default threshold."""
-    entries = {e.monitor: e for e in cal.entries if (e.s1, e.s2, e.variant) == (s1, s2, variant)}
+    monitor's default. ``monitors`` maps each monitor to its default threshold. An entry made with
+    another version of the S1 is not used: its h was chosen for probabilities this S1 no longer gives."""
+    entries = _entries(cal, s1, s2, variant)
     out = {}
     for name, default in monitors.items():
         entry = entries.get(name)
         if name in flags:
             out[name] = ThresholdSource(h=flags[name], source="--threshold")
+        elif entry is not None and _stale(entry, s1_version):
+            out[name] = ThresholdSource(
+                h=default, source="monitor default",
+                warning=(f"{cal_path} has h for {name} calibrated with another version of {s1} ({entry.s1_version}, "
+                         f"now {s1_version}): not used; recalibrate or pass --threshold"),
+            )
         elif entry is not None:
             few = entry.n_questions < MIN_CALIBRATION_QUESTIONS
             out[name] = ThresholdSource(
@@ -221,8 +239,8 @@ def resolve_thresholds(
 
 
 def calibrated_thresholds(
-    cal: CalibrationFile, s1: str, s2: str, monitors: list[str], variant: Variant
+    cal: CalibrationFile, s1: str, s2: str, monitors: list[str], variant: Variant, s1_version: str | None = None
 ) -> dict[str, float]:
-    """The calibrated h of each monitor that has one for this S1 and S2."""
-    found = {e.monitor: e.threshold for e in cal.entries if (e.s1, e.s2, e.variant) == (s1, s2, variant)}
+    """The calibrated h of each monitor that has one for this S1 (this version of it) and S2."""
+    found = {m: e.threshold for m, e in _entries(cal, s1, s2, variant).items() if not _stale(e, s1_version)}
     return {m: found[m] for m in monitors if m in found}

@@ -68,7 +68,8 @@ def cmd_run(args) -> int:
                  tokenizer=s2)
     variant = "no_reminder" if args.mode in ("no_reminder", "readout_no_reminder") else "soma"
     thresholds = {} if s1 is None else resolve_thresholds(
-        {m.name: m.default_threshold for m in monitors}, flags, cal, cal_path, s1.name, s2.name, variant)
+        {m.name: m.default_threshold for m in monitors}, flags, cal, cal_path, s1.name, s2.name,
+        variant, s1.version)
     fixed = args.mode == "remind_only" or args.mode in READOUT_MODES
     view.header(question, f"S2 {s2.name} | S1 {s1.name if s1 else 'none'} | threads {threads} | trace {trace_path}",
                 thresholds, f"inf (mode {args.mode})" if fixed else None)

@@ -109,7 +109,7 @@ def cmd_calibrate(args) -> int:
     choice = choose_threshold(metrics, objective)
     results_path = out / "calibration_results.json"
     _write_json(results_path, {
-        "s1": s1.name, "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
+        "s1": s1.name, "s1_version": s1.version, "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
         "datasets": [shareable_path(f) for f in files], "limit": args.limit, "seed": args.seed,
         "scan_interval": args.scan_interval, "max_tokens": args.max_tokens,
         "choice": _jsonable(choice),
@@ -122,7 +122,7 @@ def cmd_calibrate(args) -> int:
                 baseline=metrics[math.inf]))
     print(TABLE_KEY)
     entry = CalibrationEntry(
-        s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, threshold=choice.threshold,
+        s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version, threshold=choice.threshold,
         objective=objective, scan_interval=args.scan_interval, datasets=[Path(f).name for f in files],
         n_questions=len(questions), results=str(results_path),
     )
@@ -181,7 +181,7 @@ def cmd_replay(args) -> int:
         print(f"left out {before - len(traces)} of {before} traces: their questions are in {s1.name}'s training "
               "split (--include-trained keeps them)")
     pieces_of = gguf_pieces(resolve_gguf(args.tokenizer))
-    s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.name))
+    s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))
     rule = PauseRule(args.scan_interval, args.line_break_slack)
     scanned = []
     with _progress(len(traces), f"replay {monitor.name} with {s1.name}") as bar:
@@ -214,7 +214,7 @@ def cmd_replay(args) -> int:
     out = Path(args.out)
     groups = {}
     for (dataset, model), items in sorted(grouped(t for t in scanned if t.id not in held).items()):
-        from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder").get(monitor.name)
+        from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder", s1.version).get(monitor.name)
         h, source = (
             (args.threshold, "--threshold") if args.threshold
             else (choices[model].threshold, f"calibrated on {calibration[model]['n']} other traces") if model in choices
@@ -235,7 +235,7 @@ def cmd_replay(args) -> int:
         if paper:
             print(f"paper (Table 3, Jev S1, sampled, 32k limit): {paper}")
     payload = {
-        "s1": s1.name, "monitor": monitor.name, "controller": "no_reminder",
+        "s1": s1.name, "s1_version": s1.version, "monitor": monitor.name, "controller": "no_reminder",
         "tokenizer": str(resolve_gguf(args.tokenizer).name), "scan_interval": args.scan_interval,
         "takeover_answer_tokens": args.takeover_answer_tokens, "limit": args.limit, "seed": args.seed,
         "files": [shareable_path(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,

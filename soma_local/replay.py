@@ -247,7 +247,7 @@ class CachedS1(S1):
     def __init__(self, inner: S1, cache: ScoreCache):
         self.inner, self.cache = inner, cache
         self.name, self.input_limit, self.template_tokens = inner.name, inner.input_limit, inner.template_tokens
-        self.trained_questions = inner.trained_questions
+        self.trained_questions, self.version = inner.trained_questions, inner.version
 
     @property
     def tokenizer(self):

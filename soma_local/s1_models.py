@@ -10,6 +10,7 @@ nothing is ever fetched from a hub.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -153,6 +154,20 @@ def read_weights(folder: Path) -> dict:
 def read_encoder_weights(folder: Path, config: S1ModelConfig) -> dict | None:
     """The fine-tuned backbone's tensors, or None when the model uses the published backbone."""
     return _load_tensors(folder / config.encoder_weights) if config.encoder_weights else None
+
+
+def model_version(folder: Path, config: S1ModelConfig, temperature: float | None = None) -> str:
+    """A short content hash of what makes the model score as it does: its config (parsed, so line
+    endings do not matter), head and encoder weights, and a temperature given in place of the fitted
+    one. Score caches, calibration entries and bench result files key on it, so an S1 retrained under
+    the same name never reuses its predecessor's numbers."""
+    digest = hashlib.sha256(config.model_dump_json().encode())
+    for name in (WEIGHTS_FILE, config.encoder_weights):
+        if name and (folder / name).is_file():
+            with (folder / name).open("rb") as fh:
+                digest.update(hashlib.file_digest(fh, "sha256").digest())
+    version = digest.hexdigest()[:12]
+    return version if temperature is None or temperature == config.temperature else f"{version}-T{temperature:g}"
 
 
 def write_model(folder: Path, config: S1ModelConfig, weights: dict, card: str, encoder: dict | None = None) -> None:

@@ -141,6 +141,7 @@ def supervise(
             "thinking": fmt.mode,
             "sampling": vars(getattr(s2, "sampling", None) or {}),
             **({"s1_task_cut": vars(cut)} if cut else {}),
+            **({"s1_version": s1.version} if monitors and s1.version else {}),
         },
         started_at=datetime.now(timezone.utc).isoformat(),
     )

@@ -11,6 +11,7 @@ from soma_local.calibrate import (
     choose_threshold,
     default_objective,
     load_calibration,
+    resolve_thresholds,
     save_entry,
 )
 from soma_local.errors import DataError
@@ -87,6 +88,23 @@ def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_variant(tmp_path
     path.write_text("{\"version\": 2}")
     with pytest.raises(DataError, match="thresholds.json"):
         load_calibration(path)
+
+
+def test_an_h_calibrated_on_another_version_of_the_s1_is_not_used(tmp_path):
+    """A retrained S1 keeps its name but not its probability scale: its predecessor's h would mislead."""
+    base = dict(s1="classifier:m", s2="b.gguf", monitor="unanswerable", objective=Objective(kind="abstention"),
+                scan_interval=256, datasets=["c.jsonl"], n_questions=50, results="r.json", threshold=4.0)
+    cal = load_calibration(tmp_path / "none.json")
+    cal.entries = [CalibrationEntry(s1_version="aaa", **base)]
+    args = ({"unanswerable": 1.5}, {}, cal, tmp_path / "t.json", "classifier:m", "b.gguf", "soma")
+    same, other = resolve_thresholds(*args, "aaa")["unanswerable"], resolve_thresholds(*args, "bbb")["unanswerable"]
+    assert (same.h, same.warning) == (4.0, None)
+    assert other.h == 1.5 and other.source == "monitor default"
+    assert "another version of classifier:m (aaa, now bbb)" in other.warning
+    assert calibrated_thresholds(cal, "classifier:m", "b.gguf", ["unanswerable"], "soma", "aaa") == {"unanswerable": 4.0}
+    assert calibrated_thresholds(cal, "classifier:m", "b.gguf", ["unanswerable"], "soma", "bbb") == {}
+    cal.entries = [CalibrationEntry(**base)]  # written before versions were recorded: taken as it is
+    assert resolve_thresholds(*args, "bbb")["unanswerable"].h == 4.0
 
 
 def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):

@@ -26,7 +26,7 @@ from soma_local.data_dir import shareable_path
 from soma_local.errors import DataError
 from soma_local.s1.base import S1
 from soma_local.s1.batched import BatchedS1
-from soma_local.s1.factory import DEFAULT_S1
+from soma_local.s1.factory import DEFAULT_S1, s1_version
 from soma_local.s2.build import S2Options
 
 
@@ -179,7 +179,10 @@ def run_bench(
     if not tasks:
         raise DataError("nothing to run: no method applies to these benchmarks")
     files: dict[tuple[str, str], ResultFile] = {}
-    settings = {name: {"engine": spec.identity(), "method": m.settings()} for name, m in methods.items()}
+    # A method that uses S1 also records which version of it: a retrained S1 never resumes a file it did not start.
+    version = {"s1_version": s1_version(spec.s1, spec.s1_temperature)} if _needs_s1(methods) else {}
+    settings = {name: {"engine": spec.identity(), "method": m.settings(), **(version if _needs_s1({name: m}) else {})}
+                for name, m in methods.items()}
     for task in tasks:
         key = (task.bench.name, task.method)
         if key not in files:

@@ -46,6 +46,14 @@ class S1(ABC):
     template_tokens: int = 0
     # Question ids whose states this S1 was trained on: trace replay leaves them out.
     trained_questions: frozenset[str] = frozenset()
+    # What tells two S1s of one name apart (a retrained model's weights, a temperature given in place
+    # of the fitted one); None where the name says it all.
+    version: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """The name, and the version where there is one: what score caches and calibration key on."""
+        return self.name if self.version is None else f"{self.name}@{self.version}"
 
     @property
     @abstractmethod

@@ -31,7 +31,7 @@ class BatchedS1(S1):
         self.name = inner.name
         self.input_limit = inner.input_limit
         self.template_tokens = inner.template_tokens
-        self.trained_questions = inner.trained_questions
+        self.trained_questions, self.version = inner.trained_questions, inner.version
         self._queue_lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._state_lock = threading.Lock()

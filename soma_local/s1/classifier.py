@@ -20,8 +20,8 @@ from torch import nn
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
 from soma_local.s1.cues import text_cues
-from soma_local.s1_models import (CueHead, read_config, read_encoder_weights, read_trained_questions, read_weights, resolve_backbone,
-                                  resolve_s1_model)
+from soma_local.s1_models import (CueHead, model_version, read_config, read_encoder_weights, read_trained_questions, read_weights,
+                                  resolve_backbone, resolve_s1_model)
 from soma_local.state import build_state, parse_state
 from soma_local.temperature import scaled_probs
 
@@ -183,6 +183,7 @@ class ClassifierS1(S1):
         self.reads_at_once = self.encoder.max_length  # only an S1 state has the task and newest reasoning to cut
         self.template_tokens = self.encoder.special_tokens
         self.name = f"classifier:{folder.name}"
+        self.version = model_version(folder, config, temperature)
         self.trained_questions = read_trained_questions(folder)
 
     @property
