@@ -6,6 +6,8 @@ server and their scans batched through one S1 forward pass. Neither may change a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from soma_local.bench.results import read_results
@@ -24,22 +26,89 @@ def _comparable(outcome) -> dict:
             "tokens": outcome.tokens.model_dump(), "scans": scans}
 
 
+class RecordingProxy:
+    """An HTTP front for the real server that records each completion request's prompt ids: two of
+    them in front of one server are two servers as far as the engine can tell, and the records show
+    which of them each question's requests went to."""
+
+    def __init__(self, upstream: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import httpx
+
+        self.prompts: list[tuple[int, ...]] = []
+        client = httpx.Client(base_url=upstream, timeout=600)
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self, method: str) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if method == "POST" and self.path == "/v1/completions":
+                    proxy.prompts.append(tuple(json.loads(body)["prompt"]))
+                answer = client.request(method, self.path, content=body or None,
+                                        headers={"Content-Type": "application/json"})
+                self.send_response(answer.status_code)
+                self.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def do_GET(self) -> None:
+                self._forward("GET")
+
+            def do_POST(self) -> None:
+                self._forward("POST")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _run_roots(prompts: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """For each request, the first request of its run: the shortest recorded prompt it extends."""
+    firsts = sorted(set(prompts), key=len)
+    return [next(f for f in firsts if p[: len(f)] == f) for p in prompts]
+
+
 def test_concurrency_4_gives_the_per_question_results_of_1(vllm_url, data_dir, tmp_path):
+    """N=1 on one server, N=4 on one server and N=4 over two servers: the same results. Over two
+    servers, each question stays on one (its prefix cache is there), and both take questions."""
     spec = EngineSpec(s2=f"vllm:{vllm_url}", s2_model="smollm2-135m", temperature=0.8, seed=3,
                       scan_interval=32, line_break_slack=8, max_tokens=100)
+    proxies = [RecordingProxy(vllm_url), RecordingProxy(vllm_url)]
+    two = spec.model_copy(update={"s2": "vllm:" + ",".join(p.url for p in proxies)})
     results = {}
-    for n in (1, 4):
-        out = tmp_path / f"n{n}"
-        run_bench(spec, ["vanilla", "soma"], ["gsm8k"], out, limit=4, concurrency=n, progress=False,
-                  data_root=data_dir)
-        results[n] = {
-            (line.method, line.id): _comparable(line.outcome)
-            for method in ("vanilla", "soma")
-            for line in read_results(out / "smollm2-135m" / "gsm8k" / f"{method}.jsonl")
-        }
-    assert len(results[1]) == 8
-    assert any(v["scans"] for (m, _), v in results[1].items() if m == "soma")
-    assert results[4] == results[1]
+    try:
+        for label, n, run_spec in (("n1", 1, spec), ("n4", 4, spec), ("n4-two-servers", 4, two)):
+            out = tmp_path / label
+            run_bench(run_spec, ["vanilla", "soma"], ["gsm8k"], out, limit=4, concurrency=n, progress=False,
+                      data_root=data_dir)
+            results[label] = {
+                (line.method, line.id): _comparable(line.outcome)
+                for method in ("vanilla", "soma")
+                for line in read_results(out / "smollm2-135m" / "gsm8k" / f"{method}.jsonl")
+            }
+    finally:
+        for proxy in proxies:
+            proxy.close()
+    assert len(results["n1"]) == 8
+    assert any(v["scans"] for (m, _), v in results["n1"].items() if m == "soma")
+    assert results["n4"] == results["n1"]
+    assert results["n4-two-servers"] == results["n1"]
+    every = proxies[0].prompts + proxies[1].prompts
+    roots = _run_roots(every)
+    served_by = [set(roots[: len(proxies[0].prompts)]), set(roots[len(proxies[0].prompts):])]
+    assert served_by[0] and served_by[1], "both servers take runs"
+    assert not served_by[0] & served_by[1], "no run's requests go to both servers"
+    assert len(set(roots)) == 8  # 4 questions x (vanilla, soma), each its own run
 
 
 def test_concurrency_needs_an_s2_server(tmp_path, data_dir):
