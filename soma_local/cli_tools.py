@@ -122,8 +122,8 @@ def cmd_calibrate(args) -> int:
                 baseline=metrics[math.inf]))
     print(TABLE_KEY)
     entry = CalibrationEntry(
-        s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version, threshold=choice.threshold,
-        objective=objective, scan_interval=args.scan_interval, datasets=[Path(f).name for f in files],
+        s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version,
+        threshold=choice.threshold, objective=objective, scan_interval=args.scan_interval, datasets=[Path(f).name for f in files],
         n_questions=len(questions), results=str(results_path),
     )
     cal_path = calibration_path(args.calibration)

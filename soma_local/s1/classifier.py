@@ -20,8 +20,8 @@ from torch import nn
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
 from soma_local.s1.cues import text_cues
-from soma_local.s1_models import (CueHead, model_version, read_config, read_encoder_weights, read_trained_questions, read_weights,
-                                  resolve_backbone, resolve_s1_model)
+from soma_local.s1_models import (CueHead, model_version, read_config, read_encoder_weights, read_trained_questions,
+                                  read_weights, resolve_backbone, resolve_s1_model)
 from soma_local.state import build_state, parse_state
 from soma_local.temperature import scaled_probs
 
