@@ -123,8 +123,8 @@ def cmd_calibrate(args) -> int:
     print(TABLE_KEY)
     entry = CalibrationEntry(
         s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version,
-        threshold=choice.threshold, objective=objective, scan_interval=args.scan_interval, datasets=[Path(f).name for f in files],
-        n_questions=len(questions), results=str(results_path),
+        threshold=choice.threshold, objective=objective, scan_interval=args.scan_interval,
+        datasets=[Path(f).name for f in files], n_questions=len(questions), results=str(results_path),
     )
     cal_path = calibration_path(args.calibration)
     key = f"({s1.name}, {s2.name}, {monitor.name}, {args.variant}) [{objective.describe()}]"
