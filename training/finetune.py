@@ -127,7 +127,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--held-out", type=float, default=0.2, help="share of the labelled questions held out (fits T)")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=4e-5, help="encoder learning rate")
+    ap.add_argument("--lr", type=float, default=5e-5, help="encoder learning rate")
     ap.add_argument("--head-lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
