@@ -164,8 +164,11 @@ def model_version(folder: Path, config: S1ModelConfig, temperature: float | None
     digest = hashlib.sha256(config.model_dump_json().encode())
     for name in (WEIGHTS_FILE, config.encoder_weights):
         if name and (folder / name).is_file():
+            part = hashlib.sha256()  # hashlib.file_digest would do this, but only from Python 3.11
             with (folder / name).open("rb") as fh:
-                digest.update(hashlib.file_digest(fh, "sha256").digest())
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    part.update(block)
+            digest.update(part.digest())
     version = digest.hexdigest()[:12]
     return version if temperature is None or temperature == config.temperature else f"{version}-T{temperature:g}"
 

@@ -38,7 +38,7 @@ class RecordingProxy:
         import httpx
 
         self.prompts: list[tuple[int, ...]] = []
-        client = httpx.Client(base_url=upstream, timeout=600)
+        self.client = client = httpx.Client(base_url=upstream, timeout=600)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -70,6 +70,7 @@ class RecordingProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        self.client.close()
 
 
 def _run_roots(prompts: list[tuple[int, ...]]) -> list[tuple[int, ...]]:

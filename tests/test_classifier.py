@@ -102,13 +102,13 @@ def test_bfloat16_and_float32_give_the_same_judgement(classifier, monitors):
 
 def test_the_version_tells_a_retrained_or_rescaled_s1_apart(classifier, tmp_path):
     """Score caches and calibration key on the version: a retrained S1 under the same name has another."""
+    from safetensors.torch import load_file, save_file
+
     from soma_local.s1.factory import s1_version
 
     assert classifier.identity == f"{classifier.name}@{classifier.version}"
     assert s1_version(None) == classifier.version == s1_version(f"classifier:{DEFAULT_S1_MODEL}")
     assert s1_version("classifier", 0.5) == f"{classifier.version}-T0.5" == ClassifierS1(temperature=0.5).version
-    from safetensors.torch import load_file, save_file
-
     retrained = shipped_copy(tmp_path, "retrained")
     head = load_file(str(retrained / "head.safetensors"))
     save_file({k: v + 0.01 for k, v in head.items()}, str(retrained / "head.safetensors"))
