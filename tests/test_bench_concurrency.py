@@ -15,6 +15,19 @@ from soma_local.bench.runner import EngineSpec, run_bench
 from soma_local.errors import DataError
 
 
+def _approx_floats(value):
+    """Floats compared to 0.02: a batched S1 pass pads each state to the batch's longest, and under
+    bfloat16 the padded shapes round differently (a probability moves in the fourth decimal). Text,
+    token counts and every decision stay exact."""
+    if isinstance(value, float):
+        return pytest.approx(value, abs=0.02)
+    if isinstance(value, dict):
+        return {k: _approx_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_approx_floats(v) for v in value]
+    return value
+
+
 def _comparable(outcome) -> dict:
     """An outcome without its timings: the text, token counts and every scan's decision."""
     scans = [
@@ -102,8 +115,9 @@ def test_concurrency_4_gives_the_per_question_results_of_1(vllm_url, data_dir, t
             proxy.close()
     assert len(results["n1"]) == 8
     assert any(v["scans"] for (m, _), v in results["n1"].items() if m == "soma")
-    assert results["n4"] == results["n1"]
-    assert results["n4-two-servers"] == results["n1"]
+    one_at_a_time = _approx_floats(results["n1"])
+    assert results["n4"] == one_at_a_time
+    assert results["n4-two-servers"] == one_at_a_time
     every = proxies[0].prompts + proxies[1].prompts
     roots = _run_roots(every)
     served_by = [set(roots[: len(proxies[0].prompts)]), set(roots[len(proxies[0].prompts):])]
