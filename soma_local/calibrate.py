@@ -61,6 +61,13 @@ def default_objective(monitor: str, delta: float = 0.0, fa_weight: float = 1.0) 
     return Objective(kind=kind, delta=delta, fa_weight=fa_weight)
 
 
+# The thresholds calibration tries (math.inf, never take over, is always added). Each scan adds
+# logit(p) to the evidence, so a trace an S1 reads at p = 0.8 for ten scans holds 14: a grid that
+# stops at 8 leaves every h between 8 and inf untried, and calibration jumps from "take over" to
+# "never" on a set where takeovers at h = 8 still happen.
+H_GRID: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
+
+
 class Candidate(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 

@@ -7,11 +7,12 @@ import argparse
 import math
 from pathlib import Path
 
+from soma_local.calibrate import H_GRID
 from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import DataError, SomaError
 from soma_local.s2.build import add_s2_arguments
 
-DEFAULT_GRID = "0.25,0.5,1,1.5,2,3,4,6,8"
+DEFAULT_GRID = ",".join(f"{h:g}" for h in H_GRID)
 
 
 def _grid(text: str) -> list[float]:

@@ -56,7 +56,7 @@ def test_result_file_drops_torn_tail_and_refuses_duplicates_and_other_settings(t
         ResultFile(path, {"a": 2})
 
 
-def _readout_records(mode="readout"):
+def _readout_records(mode="readout", scale=1.0):
     """A readout trace as a bench result line keeps it (JSON form, run_start to run_end)."""
     from soma_local.trace import Branch, MonitorScan, RunEnd, RunStart, Scan, Timings
 
@@ -67,10 +67,10 @@ def _readout_records(mode="readout"):
     records = [
         RunStart(question="q", s2_model="s2", s1="s1", monitors=[{"name": "m"}], thresholds={"m": math.inf},
                  settings={"mode": mode}, started_at="now"),
-        scan(0, 100, 0.8, "remind"),
-        scan(1, 200, 1.2),
+        scan(0, 100, 0.8 * scale, "remind"),
+        scan(1, 200, 1.2 * scale),
         Branch(monitor="m", scan_index=1, thinking_tokens=200, text="\\boxed{17}", inserted_tokens=5, generated_tokens=7),
-        scan(2, 300, 3.4),
+        scan(2, 300, 3.4 * scale),
         Branch(monitor="m", scan_index=2, thinking_tokens=300, text="\\boxed{18}", inserted_tokens=5, generated_tokens=9),
         RunEnd(stop="answer", thinking="t", answer="so \\boxed{18}", output="", takeover=None, scans=3, failed_scans=0,
                reminders=1, tokens=TokenCounts(thinking=500, answer=20, probe=16), timings=Timings()),
@@ -98,6 +98,16 @@ def test_calibrated_h_follows_the_objective():
     # h <= 1.2 takes over at scan 1 with a wrong answer: fewest tokens, but accuracy falls below h = inf's
     assert score.calibrate_h([right_late], Objective(kind="fewest_tokens")) == 3.0
     assert score.calibrate_h([right_late], Objective(kind="fewest_tokens", delta=1.0)) == 1.0
+
+
+def test_calibration_tries_h_past_where_a_confident_s1_takes_over():
+    """Evidence 12 at the wrong pause, 34 at the right one: only an h above 12 keeps accuracy, and the
+    grid must reach it rather than jump from 8 to never taking over."""
+    from soma_local.calibrate import Objective
+
+    right_late = line("a", answer="\\boxed{18}", tokens=TokenCounts(thinking=500, answer=20),
+                      records=_readout_records(scale=10.0))
+    assert score.calibrate_h([right_late], Objective(kind="fewest_tokens")) == 32.0
 
 
 def test_budget_and_dynasor_read_offs_count_only_their_own_tokens():

@@ -64,7 +64,11 @@ def build_examples(args, monitors: Sequence[Monitor], exclude: set[str]) -> list
 def encode(encoder: PairEncoder, examples: Sequence[Example], statements: dict[str, str], cache: Path, desc: str) -> np.ndarray:
     """Features of every example, computed chunk by chunk and cached so a rerun resumes."""
     reserve = longest_tokens(list(statements.values()), encoder.counter) + encoder.special_tokens
-    digest = hashlib.sha256(json.dumps([encoder.max_length, reserve] + [(e.key, e.monitor) for e in examples]).encode()).hexdigest()[:16]
+    # The backbone and precision are part of the key: another backbone under the same --name, or bf16
+    # features (they differ from float32 ones in the fourth decimal), must not resume this cache.
+    key = [encoder.model.config.name_or_path, encoder.max_length, reserve, encoder.bf16]
+    key += [(e.key, e.monitor) for e in examples]
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
     folder = cache / f"features-{desc}-{digest}"
     folder.mkdir(parents=True, exist_ok=True)
     chunks = []

@@ -14,7 +14,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 from soma_local.bench.methods.dynasor import EXIT_CONCLUSION, exit_prefill
 from soma_local.bench.results import ResultLine
-from soma_local.calibrate import Objective, choose_setting
+from soma_local.calibrate import H_GRID, Objective, choose_setting
 from soma_local.metrics import ItemResult, summarize
 from soma_local.readout import ReadoutRun
 from soma_local.scoring import extract_answer, grade, is_abstention
@@ -81,7 +81,6 @@ def dynasor_at(line: ResultLine, interval: int, k: int, same: Callable[[str, str
 
 
 # ---- choosing parameters on the calibration sets ------------------------------------------------
-H_GRID = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, math.inf)
 K_GRID = (2, 3, 5)
 
 
@@ -98,7 +97,7 @@ def choose(
 
 
 def calibrate_h(lines: Sequence[ResultLine], objective: Objective) -> float:
-    return choose(lines, H_GRID, readout_at, lambda line: readout_at(line, math.inf), objective)
+    return choose(lines, (*H_GRID, math.inf), readout_at, lambda line: readout_at(line, math.inf), objective)
 
 
 def calibrate_budget(lines: Sequence[ResultLine], objective: Objective) -> int | None:
