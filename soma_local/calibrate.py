@@ -85,6 +85,28 @@ class Choice(BaseModel):
     reference: Metrics
     candidates: list[Candidate]
 
+    def refused(self) -> str | None:
+        """A setting the objective prefers but the accuracy guard kept out (the nearest miss), and by how
+        many questions.
+
+        On a small calibration set one answerable question can be all that stands between a useful h and
+        never taking over; the user choosing ``--delta`` or a larger set should see that, not just inf."""
+        chosen = next(c for c in self.candidates if c.threshold == self.threshold)
+        better = [c for c in self.candidates if not c.eligible and round(c.value, 9) > round(chosen.value, 9)]
+        if not better or self.reference.accuracy is None:
+            return None
+        # The one the guard missed by the least: what a slightly larger delta, or one question, would change.
+        nearest = min(better, key=lambda c: (-(c.metrics.accuracy or 0.0), -round(c.value, 9), c.metrics.tokens))
+        ref, m = self.reference.accuracy, nearest.metrics.accuracy or 0.0
+        lost = round((ref - m) * nearest.metrics.n_answerable)
+        delta = math.ceil((ref - m) * 1000 - 1e-6) / 1000  # the guard's floor allows for rounding (_EPS)
+        if self.objective.kind == "abstention":
+            gain = f"Abs - FA {100 * nearest.value:.1f} vs {100 * chosen.value:.1f} points"
+        else:
+            gain = f"{-nearest.value:.0f} vs {-chosen.value:.0f} mean tokens"
+        return (f"refused h={nearest.threshold:g} ({gain}): accuracy {100 * ref:.1f} -> {100 * m:.1f} %, "
+                f"{lost} of {nearest.metrics.n_answerable} answerable question(s); --delta {delta:.3f} would admit it")
+
 
 def _candidates(grid: Mapping[K, Metrics], objective: Objective, reference: Metrics) -> list[tuple[K, Metrics, bool, float]]:
     floor = None if reference.accuracy is None else reference.accuracy - objective.delta - _EPS

@@ -122,6 +122,8 @@ def cmd_calibrate(args) -> int:
     print(table([(f"h={h_label(h)}" + (" *" if h == choice.threshold else ""), m) for h, m in metrics.items()],
                 baseline=metrics[math.inf]))
     print(TABLE_KEY)
+    if refused := choice.refused():
+        print(refused)
     entry = CalibrationEntry(
         s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version,
         threshold=choice.threshold, objective=objective, scan_interval=args.scan_interval,
@@ -209,6 +211,8 @@ def cmd_replay(args) -> int:
         calibration[model] = {"n": len(items), "choice": _jsonable(choices[model])}
         print(f"\n== calibration on {len(items)} traces of {model} [{objective.describe()}]: "
               f"h={h_label(choices[model].threshold)}")
+        if refused := choices[model].refused():
+            print(f"   {refused}")
         if args.show_grid:
             print(table([(f"h={h_label(x)}", m) for x, m in per_h.items()], baseline=per_h[math.inf]))
     cal = load_calibration(calibration_path(args.calibration))

@@ -41,8 +41,25 @@ def test_overthinking_takes_the_fewest_tokens_among_thresholds_that_keep_accurac
     choice = choose_threshold(grid, Objective(kind="fewest_tokens"))
     assert choice.threshold == 1.0
     assert [c.eligible for c in choice.candidates] == [False, True, True, True]
-    # A tolerance of one question in two lets the cheapest threshold in.
-    assert choose_threshold(grid, Objective(kind="fewest_tokens", delta=0.5)).threshold == 0.25
+    assert choice.refused() == ("refused h=0.25 (100 vs 250 mean tokens): accuracy 100.0 -> 50.0 %, "
+                                "1 of 2 answerable question(s); --delta 0.500 would admit it")
+    # A tolerance of one question in two lets the cheapest threshold in, and nothing better is refused.
+    relaxed = choose_threshold(grid, Objective(kind="fewest_tokens", delta=0.5))
+    assert relaxed.threshold == 0.25 and relaxed.refused() is None
+
+
+def test_the_refused_setting_named_is_the_guards_nearest_miss():
+    """Two settings beat never taking over but lose accuracy: the note names the one a smaller delta admits."""
+    ok = (True, False, True, 100)
+    grid = {
+        0.5: _items([(True, True, False, 10)] * 2 + [ok] * 8 + [(False, True, False, 10)] * 4),  # -2 questions
+        1.0: _items([(True, True, False, 10)] + [ok] * 9 + [(False, True, False, 10)] * 3 + [(False, False, False, 10)]),
+        math.inf: _items([ok] * 10 + [(False, False, False, 10)] * 4),
+    }
+    choice = choose_threshold(grid, Objective(kind="abstention"))
+    assert choice.threshold == math.inf
+    assert choice.refused() == ("refused h=1 (Abs - FA 65.0 vs 0.0 points): accuracy 100.0 -> 90.0 %, "
+                                "1 of 10 answerable question(s); --delta 0.100 would admit it")
 
 
 def test_unanswerable_maximises_abstention_minus_weighted_false_abstention():
