@@ -70,3 +70,19 @@ def test_merge_marks_second_readers_and_agreement_counts_them(tmp_path):
     assert merge(tmp_path, refs, rows) == rows  # merging again adds nothing
     stats = agreement(rows)["all"]
     assert stats["n"] == 2 and stats["binary_agreement"] == 1.0 and stats["auroc_second_vs_first"] == 1.0
+
+
+def test_replay_ceiling_labels_are_of_questions_the_s1_never_trained_on(traces):
+    """``benchmarks/data/replay_reader_labels.jsonl`` measures a reader standing in for S1 on replay's half:
+    none of its questions may be in the training half, and every reference must still point at a pause
+    inside its trace's thinking."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "replay_reader_labels.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    half = training_half((t.dataset, t.answerable, t.question_id) for t in traces)
+    by_key = {trace_key(t.dataset, t.model, t.question_id): t for t in traces}
+    assert rows
+    for row in rows:
+        assert row["question_id"] not in half, row
+        render_state(by_key[trace_key(row["dataset"], row["model"], row["question_id"])], row["cut_char"])
