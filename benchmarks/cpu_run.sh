@@ -30,7 +30,11 @@ unanswerable() {
   bench --benchmark calib_unans_easy --limit "$N_SES" --method vanilla
   bench --benchmark umwp --limit "$N_TEST" --method ses --ses-rule parametric
 }
-overthinking > "$OUT.$S2.overthinking.log" 2>&1 &
-unanswerable > "$OUT.$S2.unanswerable.log" 2>&1 &
-wait
+overthinking > "$OUT.$S2.overthinking.log" 2>&1 & over=$!
+unanswerable > "$OUT.$S2.unanswerable.log" 2>&1 & unans=$!
+# A bare `wait` returns 0 whatever the scenarios did; wait for each and keep the old tables if one failed.
+failed=0
+wait "$over" || { echo "overthinking failed: see $OUT.$S2.overthinking.log" >&2; failed=1; }
+wait "$unans" || { echo "unanswerable failed: see $OUT.$S2.unanswerable.log" >&2; failed=1; }
+[ "$failed" = 0 ] || exit 1
 $PY -m soma_local.cli bench report "$OUT"
