@@ -41,7 +41,8 @@ from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.errors import DataError  # noqa: E402
 from soma_local.metrics import Metrics, summarize  # noqa: E402
 from soma_local.models import resolve_gguf  # noqa: E402
-from soma_local.replay import ScannedTrace, cut_offsets, gguf_pieces, pause_points, replay_item  # noqa: E402
+from soma_local.replay import ScannedTrace, gguf_pieces, pause_cuts, replay_item  # noqa: E402
+from soma_local.report import pct  # noqa: E402
 from soma_local.s2.session import PauseRule  # noqa: E402
 from soma_local.temperature import auroc  # noqa: E402
 from training.reader_labels import agreement, read_labels  # noqa: E402
@@ -86,12 +87,9 @@ def grid(items: list[ScannedTrace]) -> dict[float, Metrics]:
 
 def cells(m: Metrics, vanilla: Metrics) -> str:
     """Acc, Abs and FA in %, with Abs and FA's change against vanilla in points."""
-    def pct(x: float | None) -> str:
-        return "    -" if x is None else f"{100 * x:5.1f}"
-
     d_abs = 100 * ((m.abstention or 0) - (vanilla.abstention or 0))
     d_fa = 100 * ((m.false_abstention or 0) - (vanilla.false_abstention or 0))
-    return f"{pct(m.accuracy)}  {pct(m.abstention)} ({d_abs:+5.1f})  {pct(m.false_abstention)} ({d_fa:+4.1f})"
+    return f"{pct(m.accuracy):>5}  {pct(m.abstention):>5} ({d_abs:+5.1f})  {pct(m.false_abstention):>5} ({d_fa:+4.1f})"
 
 
 def write_batches(results: dict, model: str, datasets: list[str], halves: list[str], out: Path, tokenizer: str | None,
@@ -110,9 +108,7 @@ def write_batches(results: dict, model: str, datasets: list[str], halves: list[s
         if key[1] != model or key[0] not in datasets or half_of(t.id, held) not in halves or t.vanilla.abstained:
             continue
         trace = recorded[key]
-        pieces = pieces_of(trace.thinking)
-        raw = trace.thinking.encode("utf-8")
-        ends = [len(raw[:b].decode("utf-8", errors="replace")) for b in cut_offsets(pieces, pause_points(pieces, rule))]
+        ends = [len(cut) for cut in pause_cuts(trace.thinking, pieces_of, rule)[1]]
         if len(ends) != len(t.probs):
             raise DataError(f"{key}: {len(ends)} pauses here, {len(t.probs)} in the replay (another tokenizer or rule?)")
         start = trace.output.index(trace.thinking)  # RecordedTrace.thinking is output after "<think>"
@@ -203,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             for h in (*H_GRID, math.inf):
                 print(f"h={h:<6g}       " + " | ".join(cells(table[name][h], vanilla) for name in table))
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -271,6 +271,14 @@ class CachedS1(S1):
 Pieces = Callable[[str], list[bytes]]
 
 
+def pause_cuts(thinking: str, pieces_of: Pieces, rule: PauseRule) -> tuple[list[int], list[str]]:
+    """The thinking-token count at each pause and the thinking up to it: what S1 reads there."""
+    pieces = pieces_of(thinking)
+    points = pause_points(pieces, rule)
+    raw = thinking.encode("utf-8")
+    return points, [raw[:offset].decode("utf-8", errors="replace") for offset in cut_offsets(pieces, points)]
+
+
 def scan(
     trace: RecordedTrace,
     monitor: Monitor,
@@ -280,11 +288,7 @@ def scan(
 ) -> ScannedTrace:
     """Cut one trace at the pause schedule and score every cut (pass a ``CachedS1`` to keep scores).
     A failing S1 call is a missing scan (None), as in the live loop."""
-    thinking = trace.thinking
-    pieces = pieces_of(thinking)
-    points = pause_points(pieces, rule)
-    raw = thinking.encode("utf-8")
-    cuts = [raw[:offset].decode("utf-8", errors="replace") for offset in cut_offsets(pieces, points)]
+    points, cuts = pause_cuts(trace.thinking, pieces_of, rule)
     probs: list[float | None] = []
     for reasoning in cuts:
         try:
