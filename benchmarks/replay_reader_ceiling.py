@@ -161,15 +161,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {args.labels.name}: {len(labels)} reader labels over {len(labelled)} traces; replay "
           f"{args.results.parent.name} (S1 {results['s1']} {results.get('s1_version', '')})")
 
-    # How S1 ranks the labelled pauses against the reader, per half.
-    for half in ("calibration", "test"):
+    def s1_vs_reader(subset: list[dict]) -> tuple[int, float, float]:
+        """How S1 ranks these labelled pauses against the reader: n, reader's positive share, AUROC."""
         pairs = [(r["p"] >= 0.5, s1_by_key[trace_key(r["dataset"], r["model"], r["question_id"])].probs[r["pause"]])
-                 for r in labels if r["half"] == half]
-        pairs = [(y, p) for y, p in pairs if p is not None]
-        if pairs:
-            ys, ps = (np.array(v, dtype=float) for v in zip(*pairs))
-            print(f"S1 vs reader on the {half} half's labelled pauses: n = {len(ys)}, reader positive "
-                  f"{ys.mean():.1%}, AUROC {auroc(ps, ys):.3f}")
+                 for r in subset]
+        ys, ps = (np.array(v, dtype=float) for v in zip(*[(y, p) for y, p in pairs if p is not None]))
+        return len(ys), float(ys.mean()), auroc(ps, ys)
+
+    for half in ("calibration", "test"):
+        if subset := [r for r in labels if r["half"] == half]:
+            n, positive, area = s1_vs_reader(subset)
+            print(f"S1 vs reader on the {half} half's labelled pauses: n = {n}, reader positive {positive:.1%}, AUROC {area:.3f}")
+    # Per batch (second passes too): a batch labelled against the wrong states would sit near 0.5.
+    batches = sorted({r["batch"] for r in rows})
+    print("S1 vs reader AUROC per batch: " + ", ".join(
+        f"{b} {s1_vs_reader([r for r in rows if r['batch'] == b])[2]:.2f}" for b in batches))
 
     for model in sorted({k[1] for k in by_reader}):
         # h per S2, on the calibration half of every dataset, as replay chooses it; the reader can stand in
