@@ -17,9 +17,9 @@ from pathlib import Path
 
 from jevcompat.mock import FAULTS, MockConfig, Running
 
-from soma_local.cli import main as soma
+from soma_local.cli.main import main as soma
 from soma_local.s1.jev import CUSTOM_KEY_ENV
-from soma_local.trace import RunEnd, Scan, read_trace
+from soma_local.engine.trace import RunEnd, Scan, read_trace
 
 KEYED = {"auth-x-api-key", "auth-plain", "auth-invalid-403-text"}  # observable only with a key
 KEY = "jev-faults-benchmark-key"

@@ -17,7 +17,7 @@ from pathlib import Path
 from jevcompat import report, runner
 
 from soma_local.s1.factory import load_s1
-from soma_local.server import Running, create_app
+from soma_local.serve.app import Running, create_app
 
 
 def run_suite(s1, key: str | None, timeout: float):

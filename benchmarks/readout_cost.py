@@ -24,16 +24,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soma_local.bench.datasets import scenario_prompt  # noqa: E402
-from soma_local.calibration_runs import load_questions  # noqa: E402
+from soma_local.calibration.runs import load_questions  # noqa: E402
 from soma_local.data_dir import data_dir  # noqa: E402
-from soma_local.monitors import resolve_monitors  # noqa: E402
-from soma_local.replay import CachedS1, ScoreCache, sample  # noqa: E402
+from soma_local.engine.monitors import resolve_monitors  # noqa: E402
+from soma_local.calibration.replay import sample  # noqa: E402
+from soma_local.s1.cache import CachedS1, ScoreCache  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.s2.build import add_s2_arguments, build_s2, s2_options  # noqa: E402
-from soma_local.s2.session import PauseRule  # noqa: E402
-from soma_local.supervise import RunConfig, supervise  # noqa: E402
-from soma_local.trace import Branch, RunEnd  # noqa: E402
+from soma_local.cli.args import add_s2_arguments, s2_options  # noqa: E402
+from soma_local.s2.build import build_s2  # noqa: E402
+from soma_local.engine.pauses import PauseRule  # noqa: E402
+from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
+from soma_local.engine.trace import Branch, RunEnd  # noqa: E402
 
 
 def _cost(end: RunEnd) -> tuple[int, float, float]:
@@ -68,9 +69,9 @@ def main() -> int:
         costs = {}
         runs = {}
         for mode in ("remind_only", "readout"):
-            config = RunConfig(mode=mode, pause=PauseRule(args.scan_interval), max_tokens=args.max_tokens,
+            config = RunConfig.of_mode(mode, pause=PauseRule(args.scan_interval), max_tokens=args.max_tokens,
                                sampling=sampling)
-            result = supervise(scenario_prompt(monitor.name, q.question), s2, s1, [monitor], config)
+            result = supervise(monitor.prompt(q.question), s2, s1, [monitor], config)
             costs[mode] = _cost(result.end)
             runs[mode] = result
             if mode == "remind_only":

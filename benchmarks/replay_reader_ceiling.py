@@ -36,15 +36,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soma_local.calibrate import H_GRID, Objective, choose_threshold  # noqa: E402
+from soma_local.calibration.thresholds import H_GRID, Objective, choose_threshold  # noqa: E402
 from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.errors import DataError  # noqa: E402
-from soma_local.metrics import Metrics, summarize  # noqa: E402
-from soma_local.models import resolve_gguf  # noqa: E402
-from soma_local.replay import ScannedTrace, gguf_pieces, pause_cuts, replay_item  # noqa: E402
-from soma_local.report import pct  # noqa: E402
-from soma_local.s2.session import PauseRule  # noqa: E402
-from soma_local.temperature import auroc  # noqa: E402
+from soma_local.calibration.metrics import Metrics, summarize  # noqa: E402
+from soma_local.s2.models import GgufVocab, resolve_gguf  # noqa: E402
+from soma_local.calibration.replay import ScannedTrace, replay_item  # noqa: E402
+from soma_local.calibration.report import pct  # noqa: E402
+from soma_local.engine.pauses import PauseRule, pause_cuts  # noqa: E402
+from soma_local.s1.temperature import auroc  # noqa: E402
 from training.reader_labels import agreement, read_labels  # noqa: E402
 from training.reader_set import load_all, render_state, short_model, trace_key, write_jsonl  # noqa: E402
 
@@ -100,7 +100,7 @@ def write_batches(results: dict, model: str, datasets: list[str], halves: list[s
     gguf = resolve_gguf(tokenizer)
     if gguf.name != results["tokenizer"]:
         raise DataError(f"the replay counted tokens with {results['tokenizer']}, not {gguf.name}: pass --tokenizer")
-    pieces_of = gguf_pieces(gguf)
+    vocab = GgufVocab.from_path(gguf)
     rule = PauseRule(results["scan_interval"])
     refs = []
     for t in (ScannedTrace(**t) for t in results["traces"]):
@@ -108,10 +108,10 @@ def write_batches(results: dict, model: str, datasets: list[str], halves: list[s
         if key[1] != model or key[0] not in datasets or half_of(t.id, held) not in halves or t.vanilla.abstained:
             continue
         trace = recorded[key]
-        ends = [len(cut) for cut in pause_cuts(trace.thinking, pieces_of, rule)[1]]
+        ends = [len(cut) for cut in pause_cuts(trace.thinking, vocab.pieces(trace.thinking), rule)[1]]
         if len(ends) != len(t.probs):
             raise DataError(f"{key}: {len(ends)} pauses here, {len(t.probs)} in the replay (another tokenizer or rule?)")
-        start = trace.output.index(trace.thinking)  # RecordedTrace.thinking is output after "<think>"
+        start = trace.thinking_start
         refs += [{"dataset": key[0], "model": model, "question_id": t.id, "answerable": t.answerable,
                   "half": half_of(t.id, held), "pause": i, "cut_char": start + end,
                   "monitor": results["monitor"]} for i, end in enumerate(ends)]

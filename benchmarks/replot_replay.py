@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soma_local.report import replay_plot  # noqa: E402
+from soma_local.calibration.report import replay_plot  # noqa: E402
 
 
 def main() -> int:

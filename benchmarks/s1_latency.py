@@ -18,9 +18,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soma_local.models import resolve_gguf  # noqa: E402
+from soma_local.s2.models import resolve_gguf  # noqa: E402
 from soma_local.data_dir import data_dir  # noqa: E402
-from soma_local.monitors import resolve_monitors  # noqa: E402
+from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402

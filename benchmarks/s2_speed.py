@@ -23,14 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soma_local.models import resolve_gguf  # noqa: E402
-from soma_local.monitors import resolve_monitors  # noqa: E402
+from soma_local.s2.models import resolve_gguf  # noqa: E402
+from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_ids, render_prompt, system_prompt  # noqa: E402
 from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
-from soma_local.s2.session import PauseRule  # noqa: E402
-from soma_local.supervise import RunConfig, supervise  # noqa: E402
+from soma_local.engine.pauses import PauseRule  # noqa: E402
+from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
 
 PROMPTS = [
     "List the first twenty prime numbers and explain for each why it is prime.",
@@ -100,7 +100,7 @@ def bench_supervised(s2, s1, prompts, tokens, interval, sampling: SamplingParams
     for i, question in enumerate(prompts):
         for name, s1_used in (("vanilla", None), ("supervised", s1)):
             config = RunConfig(
-                mode="remind_only",  # never cut the run short: equal work with and without S1
+                takeovers="never",  # never cut the run short: equal work with and without S1
                 pause=PauseRule(interval, 128),
                 max_tokens=tokens,
                 thinking=ThinkingFormat("prompted", close="</never>"),  # think for the whole budget

@@ -27,15 +27,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from soma_local.bench.datasets import get_benchmark, load_items, sample  # noqa: E402
-from soma_local.models import hf_folder  # noqa: E402
-from soma_local.monitors import resolve_monitors  # noqa: E402
+from soma_local.s2.models import hf_folder  # noqa: E402
+from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.batched import BatchedS1  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.session import PauseRule  # noqa: E402
+from soma_local.engine.pauses import PauseRule  # noqa: E402
 from soma_local.s2.vllm import ServerStats, VllmS2  # noqa: E402
 from soma_local.s2.vllm_server import local_vllm  # noqa: E402
-from soma_local.supervise import RunConfig, supervise  # noqa: E402
+from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
 
 
 def run_setting(url: str, model: str, questions: list[str], n: int, s1: BatchedS1 | None, args) -> dict:

@@ -27,7 +27,7 @@ from collections import Counter
 import httpx
 
 from soma_local.s1.factory import load_s1
-from soma_local.server import Running, create_app
+from soma_local.serve.app import Running, create_app
 
 STATE = ("Task: What is 17 + 25?\n\nReasoning so far: 17 + 25 = 42. Let me check: 25 + 17 = 42. "
          "Check again by tens: 10 + 20 = 30, 7 + 5 = 12, 30 + 12 = 42. Yes, 42.")

@@ -32,7 +32,7 @@ def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> N
     """Runs in a fresh process (the wait policy is read when OpenMP loads): prints one JSON line."""
     import llama_cpp
 
-    from soma_local.models import resolve_gguf
+    from soma_local.s2.models import resolve_gguf
     from soma_local.s2.base import SamplingParams
     from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt
     from soma_local.s2.llama_cpp import LlamaCppS2

@@ -144,7 +144,7 @@ def test_a_killed_concurrent_run_resumes_with_nothing_lost_or_twice(vllm_url, da
     from soma_local.bench.datasets import get_benchmark, load_items, sample
 
     root = Path(__file__).resolve().parents[1]
-    cmd = [sys.executable, "-m", "soma_local.cli", "bench", "run", "--method", "vanilla", "--benchmark", "gsm8k",
+    cmd = [sys.executable, "-m", "soma_local.cli.main", "bench", "run", "--method", "vanilla", "--benchmark", "gsm8k",
            "--limit", "6", "--max-tokens", "60", "--s2", f"vllm:{vllm_url}", "--s2-model", "smollm2-135m",
            "--concurrency", "4", "--out", str(tmp_path)]
     env = dict(os.environ, PYTHONPATH=str(root), SOMA_DATA_DIR=str(data_dir))

@@ -1,15 +1,15 @@
 """The baselines on the real embedded S2: sweeps read off exactly what a real run would produce."""
 
-from soma_local.bench.methods.base import Engine, finish
+from soma_local.bench.methods.base import Engine
 from soma_local.bench.methods.budget import FORCED_PREFILL, BudgetForcing
 from soma_local.bench.methods.deer import Deer
 from soma_local.bench.methods.dynasor import DynasorSweep
 from soma_local.bench.methods.soma import SomaReadout
 from soma_local.bench.methods.vanilla import Vanilla
-from soma_local.monitors import resolve_monitors
+from soma_local.engine.monitors import resolve_monitors
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
-from soma_local.s2.session import PauseRule
+from soma_local.engine.pauses import PauseRule
 
 from conftest import ScriptedS1
 

@@ -6,14 +6,23 @@ import math
 import pytest
 
 from soma_local.bench import score
-from soma_local.bench.datasets import UNANSWERABLE_SUFFIX, get_benchmark, load_items, sample
+from soma_local.bench.datasets import get_benchmark, load_items, sample
 from soma_local.bench.methods.base import Outcome
 from soma_local.bench.methods.ses import ConformalRate, RenewalStats, arrivals, critical_z, words
 from soma_local.bench.results import ResultFile, ResultLine, read_results
 from soma_local.errors import DataError
-from soma_local.metrics import ItemResult
-from soma_local.trace import TokenCounts
+from soma_local.calibration.metrics import ItemResult
+from soma_local.engine.trace import TokenCounts
 
+
+# The unanswerable prompt of Liu et al. (2026), exactly as every released trace has it.
+LIU_2026_SUFFIX = (
+    "Let's think step by step and output the final answer within \\boxed{}. Please solve the problem "
+    "strictly based on the information provided. Do not introduce any additional assumptions. If you "
+    "believe the problem lacks sufficient information or is unsolvable, first reply with "
+    "\\boxed{I don't know.}, and provide your corresponding reason in the format:  "
+    "Reason{your explanation here}"
+)
 
 def line(id="q1", *, gold="18", answerable=True, answer="", tokens=None, records=(), extras=None, settings=None, method="m"):
     return ResultLine(
@@ -31,7 +40,7 @@ def test_datasets_prompts_and_nested_balanced_sampling(data_dir):
     small, large = sample(items, 6, seed=0), sample(items, 10, seed=0)
     assert [i.answerable for i in small] == [True, False] * 3  # alternating: a partial run has both
     assert {i.id for i in small} <= {i.id for i in large}
-    assert umwp.prompt(items[0]) == f"{items[0].question} {UNANSWERABLE_SUFFIX}"
+    assert umwp.prompt(items[0]) == f"{items[0].question} {LIU_2026_SUFFIX}"  # from monitors/unanswerable.toml
     assert get_benchmark("gsm8k").prompt(items[0]).endswith("within \\boxed{}.")
     with pytest.raises(DataError, match="SOMA_GPQA_FILE"):
         load_items(get_benchmark("gpqa"), data_dir)
@@ -58,7 +67,7 @@ def test_result_file_drops_torn_tail_and_refuses_duplicates_and_other_settings(t
 
 def _readout_records(mode="readout", scale=1.0):
     """A readout trace as a bench result line keeps it (JSON form, run_start to run_end)."""
-    from soma_local.trace import Branch, MonitorScan, RunEnd, RunStart, Scan, Timings
+    from soma_local.engine.trace import Branch, MonitorScan, RunEnd, RunStart, Scan, Timings
 
     def scan(i, t, score_, action="none"):
         m = MonitorScan(p=0.5, evidence=0.0, score=score_, action=action, in_episode=True)
@@ -92,7 +101,7 @@ def test_readout_lines_read_off_with_soma_local_readout():
 
 
 def test_calibrated_h_follows_the_objective():
-    from soma_local.calibrate import Objective
+    from soma_local.calibration.thresholds import Objective
 
     right_late = line("a", answer="\\boxed{18}", tokens=TokenCounts(thinking=500, answer=20), records=_readout_records())
     # h <= 1.2 takes over at scan 1 with a wrong answer: fewest tokens, but accuracy falls below h = inf's
@@ -103,7 +112,7 @@ def test_calibrated_h_follows_the_objective():
 def test_calibration_tries_h_past_where_a_confident_s1_takes_over():
     """Evidence 12 at the wrong pause, 34 at the right one: only an h above 12 keeps accuracy, and the
     grid must reach it rather than jump from 8 to never taking over."""
-    from soma_local.calibrate import Objective
+    from soma_local.calibration.thresholds import Objective
 
     right_late = line("a", answer="\\boxed{18}", tokens=TokenCounts(thinking=500, answer=20),
                       records=_readout_records(scale=10.0))

@@ -10,11 +10,11 @@ from soma_local.bench.methods.soma import SomaReadout
 from soma_local.bench.report import write_reports
 from soma_local.bench.results import ResultFile, ResultLine
 from soma_local.bench.viewer import write_viewer
-from soma_local.monitors import resolve_monitors
+from soma_local.engine.monitors import resolve_monitors
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
-from soma_local.s2.session import PauseRule
-from soma_local.trace import TokenCounts
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.trace import TokenCounts
 from soma_local.bench.methods.base import Outcome
 
 from conftest import ScriptedS1

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench(out: Path, data_dir: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "soma_local.cli", "bench", "run", "--method", "vanilla", "--method", "dynasor",
+    cmd = [sys.executable, "-m", "soma_local.cli.main", "bench", "run", "--method", "vanilla", "--method", "dynasor",
            "--benchmark", "gsm8k", "--limit", "3", "--max-tokens", "40", "--dynasor-interval", "16",
            "--threads", "1", "--n-ctx", "1024", "--out", str(out), *extra]
     env = dict(os.environ, PYTHONPATH=str(ROOT), SOMA_DATA_DIR=str(data_dir))

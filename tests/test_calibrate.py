@@ -4,18 +4,19 @@ import math
 
 import pytest
 
-from soma_local.calibrate import (
+from soma_local.calibration.thresholds import (
     CalibrationEntry,
     Objective,
     calibrated_thresholds,
     choose_threshold,
-    default_objective,
+    monitor_objective,
     load_calibration,
     resolve_thresholds,
     save_entry,
 )
 from soma_local.errors import DataError
-from soma_local.metrics import ItemResult, summarize
+from soma_local.calibration.metrics import ItemResult, summarize
+from soma_local.engine.monitors import resolve_monitors
 
 
 def _items(spec):
@@ -84,9 +85,10 @@ def test_ties_go_to_fewer_tokens_then_to_the_larger_threshold():
 def test_objectives_need_a_reference_and_a_known_monitor():
     with pytest.raises(DataError, match="h = inf"):
         choose_threshold({1.0: _items([(True, False, True, 1)])}, Objective(kind="fewest_tokens"))
-    with pytest.raises(DataError, match="no default objective"):
-        default_objective("my_monitor")
-    assert default_objective("unanswerable", delta=0.02).kind == "abstention"
+    (unanswerable,) = resolve_monitors(["unanswerable"])
+    with pytest.raises(DataError, match="names no objective"):
+        monitor_objective(unanswerable.model_copy(update={"objective": None}))
+    assert monitor_objective(unanswerable, delta=0.02) == Objective(kind="abstention", delta=0.02)
 
 
 def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_variant(tmp_path):
@@ -113,7 +115,9 @@ def test_an_h_calibrated_on_another_version_of_the_s1_is_not_used(tmp_path):
                 scan_interval=256, datasets=["c.jsonl"], n_questions=50, results="r.json", threshold=4.0)
     cal = load_calibration(tmp_path / "none.json")
     cal.entries = [CalibrationEntry(s1_version="aaa", **base)]
-    args = ({"unanswerable": 1.5}, {}, cal, tmp_path / "t.json", "classifier:m", "b.gguf", "soma")
+    (monitor,) = resolve_monitors(["unanswerable"])
+    args = ([monitor.model_copy(update={"default_threshold": 1.5})], {}, cal, tmp_path / "t.json", "classifier:m",
+            "b.gguf", "soma")
     same, other = resolve_thresholds(*args, "aaa")["unanswerable"], resolve_thresholds(*args, "bbb")["unanswerable"]
     assert (same.h, same.warning) == (4.0, None)
     assert other.h == 1.5 and other.source == "monitor default"
@@ -125,8 +129,8 @@ def test_an_h_calibrated_on_another_version_of_the_s1_is_not_used(tmp_path):
 
 
 def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):
-    from soma_local.calibration_runs import Question, grid_results, load_questions
-    from soma_local.readout import ReadoutRun
+    from soma_local.calibration.runs import Question, grid_results, load_questions
+    from soma_local.calibration.readout import ReadoutRun
     from test_readout import _records
 
     records = [r.model_copy(update={"text": "\\boxed{I don't know.}"}) if r.type == "branch" else r for r in _records()]

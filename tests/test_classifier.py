@@ -5,12 +5,12 @@ import shutil
 import pytest
 
 from soma_local.errors import ModelFileError
-from soma_local.monitors import resolve_monitors
+from soma_local.engine.monitors import resolve_monitors
 from soma_local.s1.base import S1Query
 from soma_local.s1.classifier import ClassifierS1
 from soma_local.s1.factory import DEFAULT_S1, load_s1
-from soma_local.s1_models import DEFAULT_S1_MODEL, S1_MODELS_DIR, resolve_s1_model
-from soma_local.state import parse_state
+from soma_local.s1.models import DEFAULT_S1_MODEL, S1_MODELS_DIR, resolve_s1_model
+from soma_local.s1.state import parse_state
 
 TASK = "A shop sells pens at $2 each. Tom buys 7 pens. How much does he pay?"
 CONFIRMED = (
@@ -162,15 +162,15 @@ def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, clas
     """Our own runs are training material too: the trace written with the classifier S1 reads back."""
     from soma_local.s2.base import SamplingParams
     from soma_local.s2.formats import ThinkingFormat
-    from soma_local.s2.session import PauseRule
-    from soma_local.supervise import RunConfig, supervise
-    from soma_local.trace import Scan, TraceWriter
+    from soma_local.engine.pauses import PauseRule
+    from soma_local.engine.supervise import RunConfig, supervise
+    from soma_local.engine.trace import Scan, TraceWriter
     from training.traces import load_traces
 
     question = "List the first twenty prime numbers and explain for each why it is prime."
     path = tmp_path / "run.jsonl"
     # mode "soma": a remind_only trace stores its infinite thresholds as null and cannot be read back
-    # (soma_local/trace.py RunStart.thresholds), a trunk issue reported separately.
+    # (soma_local/engine/trace.py RunStart.thresholds), a trunk issue reported separately.
     config = RunConfig(pause=PauseRule(64, 32), max_tokens=200,
                        sampling=SamplingParams(0.8, 0.95, 0, 0.0, 3), thinking=ThinkingFormat("prompted", close="</think>"))
     with TraceWriter(path) as trace:
@@ -182,7 +182,7 @@ def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, clas
 
 
 def test_soma_run_uses_the_classifier_by_default(tmp_path, capsys):
-    from soma_local.cli import main
+    from soma_local.cli.main import main
 
     rc = main(["run", "What is 2 + 3?", "--max-tokens", "64", "--scan-interval", "32", "--threads", "2",
                "--trace", str(tmp_path / "t.jsonl")])

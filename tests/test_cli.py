@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def soma(*args, cwd=ROOT, stdin=None):
     return subprocess.run(
-        [sys.executable, "-m", "soma_local.cli", *args],
+        [sys.executable, "-m", "soma_local.cli.main", *args],
         cwd=cwd, capture_output=True, text=True, input=stdin, timeout=600,
     )
 
@@ -59,7 +59,7 @@ def _options(parser, name="soma"):
 
 
 def test_help_has_every_option_explained_with_its_default_and_no_markup():
-    from soma_local.cli import build_parser
+    from soma_local.cli.main import build_parser
 
     parser = build_parser()
     assert "``" not in parser.format_help()
@@ -79,9 +79,9 @@ def test_version():
 def test_live_view_shows_the_end_of_thinking_and_the_answer_once():
     import io
 
-    from soma_local.run_view import LiveView
-    from soma_local.supervise import ThinkingClosed
-    from soma_local.trace import RunEnd, Timings, TokenCounts
+    from soma_local.cli.view import LiveView
+    from soma_local.engine.supervise import ThinkingClosed
+    from soma_local.engine.trace import RunEnd, Timings, TokenCounts
 
     out, err = io.StringIO(), io.StringIO()
     view = LiveView(out, err)
@@ -101,7 +101,7 @@ def test_live_view_shows_the_end_of_thinking_and_the_answer_once():
 def test_quiet_json_run_and_calibration_source_in_the_header(tmp_path, smollm_path):
     import json
 
-    from soma_local.calibrate import CalibrationEntry, Objective, save_entry
+    from soma_local.calibration.thresholds import CalibrationEntry, Objective, save_entry
 
     cal = tmp_path / "thresholds.json"
     save_entry(cal, CalibrationEntry(s1="classifier:minilm-reader", s2=smollm_path.name, monitor="overthinking",

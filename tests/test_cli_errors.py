@@ -1,4 +1,4 @@
-"""Every user error of issue 12 (items 4 and 5): one line naming the problem, exit 2, no model loaded.
+"""Every user error of every subcommand: one line naming the problem, exit 2, no model loaded.
 
 In-process, with the model constructors replaced by ones that fail the test, so "before any model
 loads" is checked, not assumed.
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from soma_local.cli import main
+from soma_local.cli.main import main
 
 NON_UTF8 = b"How many \xff\xfe apples?"
 
@@ -48,6 +48,13 @@ def _cases(tmp_path):
         (["run", "q", "--threads", "0"], None, ["--threads 0"]),
         (["run", "q", "--top-p", "0"], None, ["--top-p 0"]),
         (["run", "q", "--file", str(bad_file)], None, ["either as an argument or with --file"]),
+        (["serve", "--port", "99999"], None, ["--port 99999", "1-65535"]),
+        (["serve", "--port", "http"], None, ["--port http", "1-65535"]),
+        (["replay", "--traces", missing + ".jsonl"], None, [missing + ".jsonl", "no such file"]),
+        (["replay", "--calibrate-share", "1.5"], None, ["--calibrate-share 1.5", "[0, 1)"]),
+        (["calibrate", "--delta", "-1"], None, ["--delta -1", ">= 0"]),
+        (["calibrate", "--data", missing + ".jsonl"], None, [missing + ".jsonl", "no such file"]),
+        (["bench", "run", "--method", "vanilla", "--benchmark", "gsm8k", "--limit", "0"], None, ["--limit 0", "> 0"]),
     ]
 
 

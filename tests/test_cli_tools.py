@@ -3,8 +3,8 @@
 import json
 import math
 
-from soma_local.calibrate import load_calibration
-from soma_local.cli import main
+from soma_local.calibration.thresholds import load_calibration
+from soma_local.cli.main import main
 
 
 def test_calibrate_writes_results_plot_and_a_calibration_entry_soma_run_reads(tmp_path, smollm_path):

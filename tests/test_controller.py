@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from soma_local.controller import Action, Controller, evidence
+from soma_local.engine.controller import Action, Controller, evidence
 
 
 def run(h, probs, **kw):

@@ -4,15 +4,15 @@ import json
 
 import pytest
 
-from soma_local.cli import main
-from soma_local.monitors import resolve_monitors
-from soma_local.readout import ReadoutRun
-from soma_local.replay import InterruptedRun, from_engine_trace
+from soma_local.cli.main import main
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.calibration.readout import ReadoutRun
+from soma_local.calibration.replay import InterruptedRun, from_engine_trace
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
-from soma_local.s2.session import PauseRule
-from soma_local.supervise import RunConfig, supervise
-from soma_local.trace import RunEnd, TraceWriter, read_trace
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.engine.trace import RunEnd, TraceWriter, read_trace
 
 from conftest import ScriptedS1
 
@@ -35,7 +35,7 @@ class CtrlCAtScan(ScriptedS1):
 
 def test_an_interrupted_readout_run_ends_its_trace_and_reads_off(s2, tmp_path):
     (m,) = resolve_monitors(["overthinking"])
-    config = RunConfig(mode="readout", pause=PauseRule(32, 8), max_tokens=400,
+    config = RunConfig.of_mode("readout", pause=PauseRule(32, 8), max_tokens=400,
                        sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), thinking=ThinkingFormat("prompted", close="</never>"))
     path = tmp_path / "t.jsonl"
     s1 = CtrlCAtScan([0.9, 0.8], at=3)  # remind at scan 1, S = 1.39 at scan 2 (a branch), Ctrl-C in scan 3
@@ -53,7 +53,7 @@ def test_an_interrupted_readout_run_ends_its_trace_and_reads_off(s2, tmp_path):
 
 
 def test_ctrl_c_in_soma_run_prints_one_clean_line_and_exits_130(tmp_path, monkeypatch, capsys):
-    import soma_local.run_view as view
+    import soma_local.cli.view as view
 
     real = view.LiveView.on_piece
     count = []

@@ -8,7 +8,7 @@ import pytest
 from jevcompat.mock import FAULTS, MockConfig, Running
 
 from soma_local.errors import S1Error
-from soma_local.models import GgufTokenizer
+from soma_local.s2.models import GgufVocab
 from soma_local.s1.base import S1Query
 from soma_local.s1.factory import load_s1
 from soma_local.s1.jev import CUSTOM_KEY_ENV, JevS1, RetryPolicy, resolve_endpoint
@@ -28,7 +28,7 @@ KEYED = {"auth-x-api-key", "auth-plain", "auth-invalid-403-text"}  # only observ
 
 @pytest.fixture(scope="module")
 def tokenizer(smollm_path):
-    return GgufTokenizer(smollm_path)
+    return GgufVocab.from_path(smollm_path)
 
 
 FAST = RetryPolicy(backoff_initial=0.01, backoff_max=0.05)

@@ -14,7 +14,7 @@ from jevcompat import runner
 from jevcompat.checks import CASES
 
 from soma_local.s1.factory import load_s1
-from soma_local.server import Running, create_app
+from soma_local.serve.app import Running, create_app
 
 HEAVY = {"choice-options", "semantics-question-id", "semantics-batching", "semantics-question-order"}
 KEY = "conformance-key"

@@ -6,18 +6,18 @@ import pytest
 from jevcompat.mock import MockConfig
 from jevcompat.mock import Running as MockRunning
 
-from soma_local.models import GgufTokenizer
-from soma_local.monitors import resolve_monitors
+from soma_local.s2.models import GgufVocab
+from soma_local.engine.monitors import resolve_monitors
 from soma_local.s1.base import S1Query
 from soma_local.s1.factory import load_s1
 from soma_local.s1.jev import JevS1
-from soma_local.s1.readout import ReadoutS1
+from soma_local.s1.llm_readout import ReadoutS1
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
-from soma_local.s2.session import PauseRule
-from soma_local.server import Running, create_app
-from soma_local.supervise import RunConfig, supervise
-from soma_local.trace import RunEnd, RunStart, Scan, TraceWriter, read_trace
+from soma_local.engine.pauses import PauseRule
+from soma_local.serve.app import Running, create_app
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.engine.trace import RunEnd, RunStart, Scan, TraceWriter, read_trace
 
 TASK = "A shop sells pens at $2 and notebooks at $5. Ana buys 3 pens and some notebooks for $26. How many notebooks?"
 REASONING = (
@@ -35,7 +35,7 @@ def test_jev_adapter_through_soma_serve_equals_the_local_s1(smollm_path):
     via = {}
     with Running(create_app(served, api_key=KEY)) as server:
         for compress in (False, True):
-            jev = JevS1(server.url, GgufTokenizer(smollm_path), api_key=KEY, compress=compress, timeout=300)
+            jev = JevS1(server.url, GgufVocab.from_path(smollm_path), api_key=KEY, compress=compress, timeout=300)
             via[compress] = jev.score(queries)
             assert jev.last_error is None and jev.requests == 1
             jev.close()

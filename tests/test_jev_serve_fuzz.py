@@ -15,7 +15,7 @@ import pytest
 import zstandard
 
 from soma_local.s1.factory import load_s1
-from soma_local.server import REQUEST_ID_HEADER, Running, create_app
+from soma_local.serve.app import REQUEST_ID_HEADER, Running, create_app
 
 BODIES = int(os.environ.get("SOMA_FUZZ_BODIES", "300"))
 SEED = int(os.environ.get("SOMA_FUZZ_SEED", "13"))

@@ -8,11 +8,11 @@ import httpx
 import pytest
 import zstandard
 
-from soma_local.decide import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, MIN_PAIR_COST, mean_log_odds, state_windows
+from soma_local.serve.answers import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, MIN_PAIR_COST, mean_log_odds, state_windows
 from soma_local.s1.base import S1
 from soma_local.s1.factory import load_s1
-from soma_local.server import REQUEST_ID_HEADER, Running, batches, create_app
-from soma_local.state import format_state
+from soma_local.serve.app import REQUEST_ID_HEADER, Running, batches, create_app
+from soma_local.s1.state import format_state
 
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
 CHOICE = {"type": "choice", "instructions": "Which team should handle this?",

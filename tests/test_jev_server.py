@@ -7,9 +7,9 @@ import httpx
 import pytest
 import zstandard
 
-from soma_local.s1.readout import ReadoutS1
-from soma_local.server import Running, create_app
-from soma_local.state import format_state
+from soma_local.s1.llm_readout import ReadoutS1
+from soma_local.serve.app import Running, create_app
+from soma_local.s1.state import format_state
 
 TICKET = "I was charged twice for my March invoice and the refund never came. Fix this today."
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from soma_local.decide import make_answer, normalise, noul_statement, statements
-from soma_local.jevwire import (
+from soma_local.serve.answers import make_answer, normalise, noul_statement, statements
+from soma_local.s1.jev_wire import (
     ChoiceQuestion,
     Question,
     SystemOneRequest,
@@ -18,7 +18,7 @@ from soma_local.jevwire import (
     score_confidence,
 )
 from soma_local.s1.jev import JevFailure, RetryPolicy, error_text, read_nouls, redact_url, retry_after
-from soma_local.state import format_state, parse_state
+from soma_local.s1.state import format_state, parse_state
 
 question = TypeAdapter(Question).validate_python
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from soma_local.errors import MonitorFileError
-from soma_local.monitors import MONITORS_DIR, load_monitor, resolve_monitors
+from soma_local.engine.monitors import MONITORS_DIR, load_monitor, resolve_monitors
 
 GOOD = """
 name = "m"

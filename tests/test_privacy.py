@@ -21,7 +21,7 @@ from typing import Iterator
 
 import pytest
 
-from soma_local.cli import main
+from soma_local.cli.main import main
 
 _INET = (socket.AF_INET, socket.AF_INET6)
 _LOOKUPS = {"socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr",

@@ -6,13 +6,13 @@ import math
 import pytest
 
 from soma_local.errors import DataError
-from soma_local.monitors import resolve_monitors
-from soma_local.readout import ReadoutRun
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.calibration.readout import ReadoutRun
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
-from soma_local.s2.session import PauseRule
-from soma_local.supervise import RunConfig, supervise
-from soma_local.trace import Branch, MonitorScan, RunEnd, RunStart, Scan, Timings, TokenCounts, TraceWriter, read_trace
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.engine.trace import Branch, MonitorScan, RunEnd, RunStart, Scan, Timings, TokenCounts, TraceWriter, read_trace
 
 from conftest import ScriptedS1
 
@@ -23,7 +23,7 @@ FMT = ThinkingFormat("prompted", close="</think>")
 def _config(**kw):
     base = dict(pause=PauseRule(48, 16), max_tokens=450, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), thinking=FMT)
     base.update(kw)
-    return RunConfig(**base)
+    return RunConfig.of_mode(base.pop("mode", "soma"), **base)
 
 
 # ---- pure read-off over hand-built records ---------------------------------------------------------

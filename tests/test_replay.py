@@ -1,45 +1,20 @@
-"""Trace replay's pure parts: the pause schedule over recorded text, the no-reminder controller and
-the outcome rules, on hand-built traces (no model)."""
+"""Trace replay's pure parts: the no-reminder controller and the outcome rules, on hand-built traces
+(no model)."""
 
 import math
 
-from soma_local.metrics import ItemResult
-from soma_local.replay import (
+from soma_local.calibration.metrics import ItemResult
+from soma_local.calibration.replay import (
     RecordedTrace,
     ScannedTrace,
-    ScoreCache,
     calibration_ids,
-    cut_offsets,
-    pause_points,
     replay_item,
     sample,
     takeover_pause,
 )
 from soma_local.s1.base import S1Query
-from soma_local.scoring import after_thinking
-from soma_local.s2.session import PauseRule
-
-
-def _pieces(layout: str) -> list[bytes]:
-    """One token per character: 'n' is a token holding a line break, '.' any other token."""
-    return [b"x\n" if c == "n" else b"ab" for c in layout]
-
-
-def test_pauses_follow_the_live_schedule():
-    rule = PauseRule(interval=4, slack=3)
-    # interval 4, then the next line-break token within 3 (index 5 -> pause after 6 tokens);
-    # from 6: 4 more = 10, no line break in 10..12 -> pause at 13; from 13: 17 >= 16 tokens -> no pause.
-    layout = "....." + "n" + "...." + "..." + "..."
-    assert pause_points(_pieces(layout), rule) == [6, 13]
-    # A stretch that runs into the end of thinking closes it: no pause there.
-    assert pause_points(_pieces("......"), rule) == []
-    # A line break as the last thinking token still pauses (the live loop stops at it first).
-    assert pause_points(_pieces("....n"), rule) == [5]
-
-
-def test_cut_offsets_are_byte_offsets_of_the_token_counts():
-    pieces = [b"ab", b"c\n", "é".encode(), b"d"]
-    assert cut_offsets(pieces, [1, 3, 4]) == [2, 6, 7]
+from soma_local.s1.cache import CachedS1, ScoreCache
+from soma_local.calibration.scoring import after_thinking
 
 
 def test_no_reminder_controller_takes_over_from_the_first_pause():
@@ -102,9 +77,9 @@ def test_calibration_share_is_a_stable_per_question_draw():
 
 
 def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():
-    from soma_local.calibration_runs import Question
-    from soma_local.replay import from_engine_trace
-    from soma_local.trace import RunEnd, RunStart, Timings, TokenCounts
+    from soma_local.calibration.runs import Question
+    from soma_local.calibration.replay import from_engine_trace
+    from soma_local.engine.trace import RunEnd, RunStart, Timings, TokenCounts
 
     start = RunStart(question="How many? ", s2_model="m.gguf", s1="none", monitors=[], thresholds={},
                      settings={"mode": "soma"}, started_at="now")
@@ -120,7 +95,6 @@ def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():
 
 def test_cached_s1_asks_the_wrapped_s1_only_for_new_states(tmp_path):
     from conftest import ScriptedS1
-    from soma_local.replay import CachedS1
 
     inner = ScriptedS1([0.7, 0.2])
     s1 = CachedS1(inner, ScoreCache(tmp_path, inner.name))

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from soma_local.metrics import Metrics
-from soma_local.plotting import axis_span, pareto_front, place_labels
-from soma_local.report import TABLE_KEY, pareto_plot, replay_plot, table
+from soma_local.calibration.metrics import Metrics
+from soma_local.calibration.plotting import axis_span, pareto_front, place_labels
+from soma_local.calibration.report import TABLE_KEY, pareto_plot, replay_plot, table
 
 
 def _m(tokens, acc, abst, fa):
@@ -28,7 +28,7 @@ def test_pareto_plot_writes_a_png(tmp_path):
 
 def test_replay_plot_renders_from_the_results_file_content(tmp_path):
     grid = {"1": _m(100, 0.5, 0.75, 0.25).model_dump(), "inf": _m(200, 1, 0.5, 0).model_dump()}
-    results = {"s1": "classifier:x", "monitor": "unanswerable", "controller": "no_reminder",
+    results = {"s1": "classifier:x", "monitor": "unanswerable", "objective": "abstention", "controller": "no_reminder",
                "groups": {"umwp / M": {"h": "1", "vanilla": _m(200, 1, 0.5, 0).model_dump(), "grid": grid}}}
     path = replay_plot(results, tmp_path / "p.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

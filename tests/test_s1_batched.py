@@ -67,3 +67,17 @@ def test_a_failing_pass_fails_each_of_its_scans_not_the_next_ones():
     out = _score_all(batched, ["task 0"])
     assert isinstance(out["task 0"], RuntimeError)
     assert _score_all(batched, ["task 1"]) == _score_all(SlowLengthS1(), ["task 1"])
+
+
+def test_wrappers_forward_the_whole_s1_interface(tmp_path):
+    """A cache or batcher changes how scores are got, never what the S1 says about itself (the server's
+    planner reads reads_at_once through them, replay trained_questions, calibration version)."""
+    from soma_local.s1.cache import CachedS1, ScoreCache
+
+    inner = SlowLengthS1()
+    inner.input_limit, inner.reads_at_once, inner.template_tokens = 123, 77, 3
+    inner.trained_questions, inner.version = frozenset({"q1"}), "v1"
+    for wrapper in (BatchedS1(inner), CachedS1(inner, ScoreCache(tmp_path, "slow"))):
+        seen = (wrapper.name, wrapper.input_limit, wrapper.reads_at_once, wrapper.template_tokens,
+                wrapper.trained_questions, wrapper.version, wrapper.tokenizer)
+        assert seen == ("slow", 123, 77, 3, frozenset({"q1"}), "v1", inner.tokenizer)

@@ -2,9 +2,10 @@
 
 import pytest
 
-from soma_local.cli import build_parser
+from soma_local.cli.main import build_parser
 from soma_local.errors import SomaError
-from soma_local.s2.build import build_s2, parse_runtime, s2_options
+from soma_local.cli.args import UsageError, s2_options
+from soma_local.s2.build import S2Options, build_s2, parse_runtime
 
 
 def test_runtime_specs_parse_and_bad_ones_say_what_is_expected():
@@ -20,16 +21,20 @@ def test_runtime_specs_parse_and_bad_ones_say_what_is_expected():
     ["bench", "run", "--method", "vanilla", "--benchmark", "gsm8k"],
     ["calibrate"],
 ])
-def test_run_bench_and_calibrate_take_the_same_s2_options(argv):
-    flags = ["--s2", "vllm:http://h:1", "--s2-model", "m", "--chat-template", "t.jinja", "--seed", "5",
+def test_run_bench_and_calibrate_take_the_same_s2_options(argv, tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ messages }}")
+    flags = ["--s2", "vllm:http://h:1", "--s2-model", "m", "--chat-template", str(template), "--seed", "5",
              "--temperature", "0", "--top-k", "20", "--n-ctx", "1024", "--flash-attn", "--s2-timeout", "9"]
     options = s2_options(build_parser().parse_args(argv + flags))
-    assert (options.runtime, options.urls, options.s2_model, options.chat_template) == ("vllm", ["http://h:1"], "m", "t.jinja")
+    assert (options.runtime, options.targets, options.s2_model, options.chat_template) == ("vllm", ["http://h:1"], "m", str(template))
     assert (options.seed, options.temperature, options.top_k, options.n_ctx, options.flash_attn, options.s2_timeout) \
         == (5, 0.0, 20, 1024, True, 9.0)
 
 
 def test_a_missing_chat_template_file_is_one_clear_error(tmp_path):
-    options = s2_options(build_parser().parse_args(["run", "--chat-template", str(tmp_path / "none.jinja")]))
-    with pytest.raises(SomaError, match="--chat-template .*none.jinja"):
-        build_s2(options)
+    missing = str(tmp_path / "none.jinja")
+    with pytest.raises(UsageError, match="--chat-template .*none.jinja: no such file"):
+        build_parser().parse_args(["run", "--chat-template", missing])
+    with pytest.raises(SomaError, match="--chat-template .*none.jinja"):  # built from code, not the command line
+        build_s2(S2Options(chat_template=missing))

@@ -7,7 +7,8 @@ from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
 from soma_local.s2.formats import prompt_ids as ids_of
 from soma_local.s2.llama_cpp import LlamaCppS2
-from soma_local.s2.session import PauseRule, Session
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.session import Session
 
 QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
 
@@ -62,7 +63,7 @@ def test_pauses_land_on_line_breaks_or_at_slack(s2):
         pauses.append((n, pause.at_line_break))
         if pause.at_line_break:
             assert 64 < n <= 64 + 16
-            assert "\n" in s2.detokenize(s2._ids[-1:])
+            assert "\n" in s2.decode(s2._ids[-1:])
         else:
             assert n == 64 + 16
         last = session.tokens.thinking
@@ -111,7 +112,7 @@ def test_stop_text_split_across_tokens_is_found(s2):
     s2.set_sampling(SamplingParams(temperature=0))
     s2.load_prompt(prompt_ids(s2))
     ref = s2.generate(40)
-    pieces = [s2.detokenize([t]).encode() for t in ref.ids]
+    pieces = [s2.decode([t]).encode() for t in ref.ids]
     # A stop text that starts inside token 20 and ends inside token 22.
     start = sum(len(p) for p in pieces[:20]) + max(0, len(pieces[20]) - 2)
     end = sum(len(p) for p in pieces[:22]) + min(1, len(pieces[22]))

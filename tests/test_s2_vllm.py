@@ -11,13 +11,13 @@ import httpx
 import pytest
 
 from soma_local.errors import SomaError
-from soma_local.monitors import resolve_monitors
-from soma_local.readout import ReadoutRun
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.calibration.readout import ReadoutRun
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
-from soma_local.s2.session import PauseRule
+from soma_local.engine.pauses import PauseRule
 from soma_local.s2.vllm import VllmS2, request_seed
-from soma_local.supervise import RunConfig, supervise
+from soma_local.engine.supervise import RunConfig, supervise
 
 from conftest import ScriptedS1
 
@@ -78,7 +78,8 @@ def test_the_readout_equals_real_runs_at_two_thresholds(vllm_url):
 
     def run(**kw):
         s2 = VllmS2(vllm_url, "smollm2-135m", sampling=sampling)
-        config = RunConfig(pause=PauseRule(32, 8), max_tokens=200, thinking=FMT, sampling=sampling, **kw)
+        config = RunConfig.of_mode(kw.pop("mode", "soma"), pause=PauseRule(32, 8), max_tokens=200, thinking=FMT,
+                                   sampling=sampling, **kw)
         return supervise(QUESTION, s2, ScriptedS1(probs), [m], config)
 
     readout = run(mode="readout")
@@ -113,11 +114,11 @@ def test_a_wrong_model_name_is_one_clear_error(vllm_url):
 def test_the_hf_folder_tokenizes_as_the_gguf_it_was_converted_from(vllm_folder):
     """Same ids and the same bytes per id as llama.cpp's tokenizer of the embedded GGUF, so prompts,
     reminders and stop texts mean the same tokens on both runtimes."""
-    from soma_local.models import GgufTokenizer, resolve_gguf
+    from soma_local.s2.models import GgufVocab, resolve_gguf
     from soma_local.s2.hf_tokens import load_hf_tokenizer
 
     hf = load_hf_tokenizer(str(vllm_folder))
-    gguf = GgufTokenizer(resolve_gguf(None))
+    gguf = GgufVocab.from_path(resolve_gguf(None))
     texts = ["Think step by step.\n\n<reminder>Stop.</reminder>\n\n", "x = 3·4 → 12; naïve 😀\n\n\n", "</think>"]
     for text in texts:
         ids = hf.encode(text)

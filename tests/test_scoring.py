@@ -1,4 +1,4 @@
-from soma_local.scoring import after_thinking, boxed_contents, extract_answer, grade, is_abstention
+from soma_local.calibration.scoring import after_thinking, boxed_contents, extract_answer, grade, is_abstention
 
 
 def test_abstention_rule():

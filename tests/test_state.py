@@ -1,4 +1,4 @@
-from soma_local.state import REASONING_SHARE, build_state, format_state, task_cut
+from soma_local.s1.state import REASONING_SHARE, build_state, format_state, task_cut
 
 from conftest import WordTokenizer
 

@@ -2,11 +2,11 @@
 
 import json
 
-from soma_local.monitors import resolve_monitors
+from soma_local.engine.monitors import resolve_monitors
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.session import PauseRule
-from soma_local.supervise import RunConfig, supervise
-from soma_local.trace import Branch, Reminder, RunEnd, Scan, Takeover, TraceWriter, read_trace
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.engine.trace import Branch, Reminder, Scan, Takeover, TraceWriter, read_trace
 
 from conftest import ScriptedS1
 
@@ -20,7 +20,7 @@ FMT = ThinkingFormat("prompted", close="</think>")
 def config(**kw):
     base = dict(pause=PauseRule(64, 32), max_tokens=600, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), thinking=FMT)
     base.update(kw)
-    return RunConfig(**base)
+    return RunConfig.of_mode(base.pop("mode", "soma"), **base)
 
 
 def test_reminder_reaches_s2_but_not_the_next_s1_state(s2):
@@ -30,7 +30,7 @@ def test_reminder_reaches_s2_but_not_the_next_s1_state(s2):
     reminders = [r for r in result.records if isinstance(r, Reminder)]
     assert len(reminders) == 1 and result.end.scans >= 2
     assert m.reminder in result.end.output  # in S2's text...
-    assert m.reminder in s2.detokenize(s2._ids)  # ...and its KV context
+    assert m.reminder in s2.decode(s2._ids)  # ...and its KV context
     later_states = [pairs[0][1] for pairs in s1.seen[1:]]
     assert later_states and all(m.reminder not in st for st in later_states)
     assert all(st.startswith(f"Task: {QUESTION}\n\nReasoning so far: ") for st in later_states)

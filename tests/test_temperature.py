@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from soma_local.temperature import auroc, brier, ece, evaluate, fit_temperature, nll, scaled_probs
+from soma_local.s1.temperature import auroc, brier, ece, evaluate, fit_temperature, nll, scaled_probs
 
 
 def _synthetic(true_t: float, n: int = 20000, seed: int = 0):

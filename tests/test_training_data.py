@@ -5,26 +5,21 @@ import json
 import pytest
 
 from soma_local.errors import DataError
-from soma_local.s2.session import PauseRule
+from soma_local.engine.pauses import pause_cuts
+from soma_local.s2.models import GgufVocab
 from training.examples import Example, gold_question_ids, read_labelled, split_by_question
 from training.labels import final_boxed, overthinking_label, unanswerable_label, HIGH, LEAN, LOW, UNSURE
 from training.states import scan_cuts
 from training.traces import load_traces, split_output
 
 
-def test_scan_cuts_pause_at_the_line_break_after_the_interval():
-    pieces = ["a"] * 5 + ["b\n"] + ["c"] * 10
-    # interval 4: the 5th piece is past the interval but the first line break is the 6th piece
-    assert scan_cuts(pieces, PauseRule(interval=4, slack=8)) == [7]
-
-
-def test_scan_cuts_pause_anyway_after_the_slack():
-    pieces = ["x"] * 20
-    assert scan_cuts(pieces, PauseRule(interval=4, slack=2)) == [6, 12, 18]
-
-
-def test_scan_cuts_never_pause_at_the_end_of_thinking():
-    assert scan_cuts(["x"] * 6, PauseRule(interval=3, slack=0)) == [3]
+def test_training_cuts_states_where_the_engine_pauses(data_dir, smollm_path):
+    """Training's cutter is the engine's schedule in character offsets: the same cuts as replay's."""
+    vocab = GgufVocab.from_path(smollm_path)
+    (trace, *_) = load_traces([data_dir / "traces" / "umwp_Qwen3-8B_answerable.jsonl"])
+    text = trace.thinking
+    _, cuts = pause_cuts(text, vocab.pieces(text))
+    assert len(cuts) == 2 and scan_cuts(text, vocab) == [len(c) for c in cuts]
 
 
 def test_final_boxed_matches_braces():

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from soma_local.turns import Job, Ledger, Turns, pick
+from soma_local.serve.turns import Job, Ledger, Turns, pick
 
 
 def test_the_job_with_the_least_work_goes_first_and_ties_keep_arrival_order():

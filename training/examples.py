@@ -16,8 +16,8 @@ from typing import Iterable, Sequence
 from pydantic import BaseModel, ValidationError
 
 from soma_local.errors import DataError
-from soma_local.monitors import Monitor
-from soma_local.s1.base import S1Query
+from soma_local.engine.monitors import Monitor
+from soma_local.s1.base import S1, S1Query
 from training.labels import rule_label
 from training.states import Cut
 

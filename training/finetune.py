@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -31,14 +30,14 @@ import numpy as np
 import torch
 
 from soma_local.data_dir import data_dir
-from soma_local.monitors import resolve_monitors
+from soma_local.engine.monitors import resolve_monitors
 from soma_local.errors import ModelFileError
 from soma_local.s1.classifier import PRECISIONS, ClassifierS1, PairEncoder, ScoreHead
-from soma_local.s1_models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, CueHead, S1ModelConfig, read_config,
+from soma_local.s1.models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, CueHead, S1ModelConfig, read_config,
                                   read_encoder_weights, read_weights, resolve_backbone, resolve_s1_model, write_model,
                                   write_trained_questions)
-from soma_local.state import build_state, longest_tokens
-from soma_local.temperature import fit_temperature
+from soma_local.s1.state import build_state, longest_tokens
+from soma_local.s1.temperature import fit_temperature
 from training.card import model_card
 from training.cue_heads import fit_cue_head
 from training.examples import Example, read_labelled, split_by_question

@@ -15,9 +15,8 @@ import random
 from pathlib import Path
 
 from soma_local.data_dir import data_dir
-from soma_local.models import resolve_gguf
+from soma_local.s2.models import GgufVocab, resolve_gguf
 from training.reader_set import MONITORS, draw_states, load_all, render_state, reserved_questions, trace_key, write_jsonl
-from training.states import s2_pieces
 
 HERE = Path(__file__).resolve().parent
 REFS = HERE / "data" / "reader_states.jsonl"
@@ -35,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
 
     root = data_dir()
     traces = load_all(root)
-    refs = draw_states(traces, s2_pieces(str(resolve_gguf(None))), reserved_questions(root), args.per_monitor, seed=args.seed)
+    refs = draw_states(traces, GgufVocab.from_path(resolve_gguf(None)), reserved_questions(root), args.per_monitor, seed=args.seed)
     write_jsonl(REFS, (r.model_dump() for r in refs))
     by_key = {trace_key(t.dataset, t.model, t.question_id): t for t in traces}
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from soma_local.data_dir import data_dir
 from soma_local.errors import DataError
-from soma_local.temperature import evaluate
+from soma_local.s1.temperature import evaluate
 from training.examples import Example
 from training.reader_set import StateRef, load_all, read_refs, render_state, trace_key, write_jsonl
 

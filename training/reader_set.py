@@ -25,9 +25,10 @@ from pydantic import BaseModel, ConfigDict
 
 from soma_local.errors import DataError
 from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
-from soma_local.replay import RecordedTrace, load_traces
-from training.states import Pieces, scan_cuts
-from training.traces import split_output, thinking_offset
+from soma_local.calibration.replay import RecordedTrace, load_traces
+from soma_local.s2.models import GgufVocab
+from training.states import scan_cuts
+from training.traces import thinking_offset
 
 SPLIT_SEED = "soma-s1-split-v1"
 MONITORS = ("overthinking", "unanswerable")
@@ -108,7 +109,7 @@ def _weighted_sample(rng: random.Random, items: Sequence[int], weights: Sequence
 
 def draw_states(
     traces: Sequence[RecordedTrace],
-    pieces: Pieces,
+    vocab: GgufVocab,
     reserved: set[str],
     per_monitor: int,
     per_trace: int = 40,
@@ -126,12 +127,10 @@ def draw_states(
     for trace in traces:
         if trace.question_id not in train or trace.question_id in reserved:
             continue
-        thinking, _, _ = split_output(trace.output)
-        offsets = scan_cuts(pieces(thinking))
-        offsets = [o for o in offsets if thinking[:o].strip()]
+        offsets = [o for o in scan_cuts(trace.thinking, vocab) if trace.thinking[:o].strip()]
         if not offsets:
             continue
-        base = thinking_offset(trace.output)
+        base = trace.thinking_start
         for monitor in MONITORS:
             if monitor == "overthinking" and not trace.answerable:
                 continue

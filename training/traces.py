@@ -12,8 +12,8 @@ from typing import Iterator
 from pydantic import BaseModel
 
 from soma_local.errors import DataError
-from soma_local.replay import load_traces as load_recorded
-from soma_local.trace import RunEnd, RunStart, read_trace
+from soma_local.calibration.replay import load_traces as load_recorded
+from soma_local.engine.trace import RunEnd, RunStart, read_trace
 from training.labels import final_boxed
 
 THINK_OPEN = "<think>"

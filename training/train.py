@@ -25,16 +25,16 @@ from tqdm import tqdm
 
 from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import SomaError
-from soma_local.models import resolve_gguf
-from soma_local.monitors import Monitor, resolve_monitors
+from soma_local.s2.models import GgufVocab, resolve_gguf
+from soma_local.engine.monitors import Monitor, resolve_monitors
 from soma_local.s1.classifier import PairEncoder, ScoreHead
-from soma_local.s1_models import S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model, write_trained_questions
-from soma_local.state import build_state, longest_tokens
-from soma_local.temperature import evaluate, fit_temperature, nll, scaled_probs
+from soma_local.s1.models import S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model, write_trained_questions
+from soma_local.s1.state import build_state, longest_tokens
+from soma_local.s1.temperature import evaluate, fit_temperature, nll, scaled_probs
 from training.card import model_card
 from training.examples import (Example, gold_question_ids, label_with_rules, label_with_s1, read_labelled,
                                sample_cuts, split_by_question)
-from training.states import s2_pieces, trace_cuts
+from training.states import trace_cuts
 from training.traces import load_traces
 
 RUNS_DIR = Path(__file__).resolve().parent / "runs"
@@ -45,8 +45,8 @@ def build_examples(args, monitors: Sequence[Monitor], exclude: set[str]) -> list
     if args.teacher.startswith("file:"):
         return [e for e in read_labelled(Path(args.teacher[5:])) if e.question_id not in exclude]
     traces = [t for t in load_traces(args.traces) if t.question_id not in exclude]
-    pieces = s2_pieces(str(resolve_gguf(None)))
-    cuts = [c for t in tqdm(traces, desc="cutting states", unit="trace") for c in trace_cuts(t, pieces)]
+    vocab = GgufVocab.from_path(resolve_gguf(None))
+    cuts = [c for t in tqdm(traces, desc="cutting states", unit="trace") for c in trace_cuts(t, vocab)]
     teacher = None
     if args.teacher.startswith("s1:"):
         from soma_local.s1.factory import load_s1

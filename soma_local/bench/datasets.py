@@ -1,4 +1,7 @@
-"""Benchmark and calibration sets: loading, the prompts the paper's setting implies, seeded sampling.
+"""Benchmark and calibration sets: loading, their prompts, seeded sampling.
+
+A benchmark belongs to a scenario, and its questions are prompted as that scenario's monitor file says
+(``prompt_suffix``), so the bench and ``soma calibrate`` send the same prompts.
 
 Every set is read from the data directory (``SOMA_DATA_DIR``, see ``../shared/datasets/MANIFEST.md``);
 nothing is copied into the repository. GPQA-Diamond is not shipped (its authors ask that it not be
@@ -9,42 +12,29 @@ from __future__ import annotations
 
 import os
 import random
+from functools import cache
 from itertools import zip_longest
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from soma_local.calibration_runs import Question, load_questions
+from soma_local.calibration.runs import Question, load_questions
 from soma_local.data_dir import data_dir
+from soma_local.engine.monitors import Monitor, resolve_monitors
 from soma_local.errors import DataError
 
 Scenario = Literal["overthinking", "unanswerable"]
 
-# The overthinking prompt: the instruction Qwen3 and the R1 distills are evaluated with (DEER, Dynasor).
-MATH_SUFFIX = "Please reason step by step, and put your final answer within \\boxed{}."
-# The unanswerable prompt: Liu et al. (2026)'s user message, exactly as every released trace in
-# traces/PROMPT_NOTE.md has it (question, one space, the two fixed sentences; two spaces before Reason).
-UNANSWERABLE_SUFFIX = (
-    "Let's think step by step and output the final answer within \\boxed{}. Please solve the problem "
-    "strictly based on the information provided. Do not introduce any additional assumptions. If you "
-    "believe the problem lacks sufficient information or is unsolvable, first reply with "
-    "\\boxed{I don't know.}, and provide your corresponding reason in the format:  "
-    "Reason{your explanation here}"
-)
 GPQA_SUFFIX = (
     "Please reason step by step, and put the letter of the correct option (A, B, C or D) within \\boxed{}."
 )
 
 
-def scenario_prompt(scenario: str, question: str) -> str:
-    """The user message for a question of a scenario: what the bench, ``soma calibrate`` and the
-    readout-cost script all send, so h is calibrated on the prompts it is tested with. A scenario
-    other than the paper's two (a custom monitor) sends the question as it is."""
-    if scenario == "unanswerable":
-        return f"{question} {UNANSWERABLE_SUFFIX}"
-    if scenario == "overthinking":
-        return f"{question}\n{MATH_SUFFIX}"
-    return question
+@cache
+def scenario_monitor(scenario: str) -> Monitor:
+    """The shipped monitor a benchmark scenario is measured with."""
+    (monitor,) = resolve_monitors([scenario])
+    return monitor
 
 
 @dataclass(frozen=True)
@@ -58,7 +48,7 @@ class Benchmark:
     def prompt(self, item: Question) -> str:
         if self.choices:
             return f"{item.question}\n\n{GPQA_SUFFIX}"
-        return scenario_prompt(self.scenario, item.question)
+        return scenario_monitor(self.scenario).prompt(item.question)
 
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -99,7 +89,7 @@ def _file(bench: Benchmark, root: Path) -> Path:
 
 
 def load_items(bench: Benchmark, root: Path | None = None) -> list[Question]:
-    """A benchmark's questions (``calibration_runs.load_questions``), labelled with the benchmark
+    """A benchmark's questions (``calibration.runs.load_questions``), labelled with the benchmark
     where the file names no source, with ids checked unique (result files are keyed by them)."""
     path = _file(bench, root or data_dir())
     if not path.is_file():

@@ -18,9 +18,9 @@ from typing import Callable
 from soma_local.bench import score
 from soma_local.bench.datasets import BENCHMARKS
 from soma_local.bench.results import ResultLine, read_results
-from soma_local.calibrate import default_objective
-from soma_local.metrics import ItemResult, Metrics, summarize
-from soma_local.monitors import resolve_monitors
+from soma_local.calibration.thresholds import monitor_objective
+from soma_local.calibration.metrics import ItemResult, Metrics, summarize
+from soma_local.engine.monitors import resolve_monitors
 
 
 # How to read the tables, written above them.
@@ -72,8 +72,8 @@ def rows_for(scenario: str, by_bench: dict, delta: float) -> tuple[list[Row], di
     """The table's rows and the parameters chosen for them (with where each came from). Every
     parameter is chosen on the calibration sets by the scenario's objective (``soma calibrate``'s)."""
     chosen: dict = {}
-    objective = default_objective(scenario, delta)
-    monitor = {m.name: m for m in resolve_monitors([scenario])}[scenario]
+    (monitor,) = resolve_monitors([scenario])
+    objective = monitor_objective(monitor, delta)
 
     def tuned(label: str, method: str, calibrate, fallback, fallback_why: str):
         cal = _calibration(by_bench, scenario, method)
@@ -246,7 +246,7 @@ def pareto_plot(points: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from soma_local.plotting import axis_span, pareto_front
+    from soma_local.calibration.plotting import axis_span, pareto_front
 
     columns = [(sc, panel) for sc in _PANELS for panel in _PANELS[sc] if any(points[m].get(sc) for m in points)]
     models = [m for m in points if any(points[m].values())]

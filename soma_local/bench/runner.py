@@ -18,7 +18,7 @@ from typing import Iterable
 
 
 from soma_local.bench.datasets import Benchmark, get_benchmark, load_items, sample
-from soma_local.calibration_runs import Question
+from soma_local.calibration.runs import Question
 from soma_local.bench.methods import make_method
 from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
@@ -27,7 +27,7 @@ from soma_local.errors import DataError
 from soma_local.s1.base import S1
 from soma_local.s1.batched import BatchedS1
 from soma_local.s1.factory import DEFAULT_S1, s1_version
-from soma_local.s2.build import S2Options
+from soma_local.s2.build import RUNTIMES, S2Options
 
 
 class EngineSpec(S2Options):
@@ -65,9 +65,9 @@ class EngineSpec(S2Options):
 
     def build(self, needs_s1: bool, *, s1: S1 | None = None, server: int = 0) -> Engine:
         """An engine; ``s1`` shares one S1 between engines, ``server`` picks one of several S2 URLs."""
-        from soma_local.monitors import resolve_monitors
+        from soma_local.engine.monitors import resolve_monitors
         from soma_local.s2.build import build_s2
-        from soma_local.s2.session import PauseRule
+        from soma_local.engine.pauses import PauseRule
 
         options = self.s2_options()
         s2 = build_s2(options, server=server)
@@ -117,7 +117,7 @@ def concurrent_engines(spec: EngineSpec, needs_s1: bool, n: int) -> tuple[list[E
     """``n`` engines for runs in flight at once on an HTTP S2: each its own S2 session (engine i
     on server i mod servers, so a question stays on one server's prefix cache) and one shared S1
     whose scans from all runs go through the model together."""
-    if spec.runtime == "llama_cpp":
+    if not RUNTIMES[spec.runtime].concurrent:
         raise DataError("--concurrency needs an S2 server (--s2 vllm:URL); in-process llama.cpp runs one "
                         "sequence at a time (use --workers for several copies)")
     s1 = BatchedS1(spec.load_s1()) if needs_s1 else None

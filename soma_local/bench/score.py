@@ -14,11 +14,11 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 from soma_local.bench.methods.dynasor import EXIT_CONCLUSION, exit_prefill
 from soma_local.bench.results import ResultLine
-from soma_local.calibrate import H_GRID, Objective, choose_setting
-from soma_local.metrics import ItemResult, summarize
-from soma_local.readout import ReadoutRun
-from soma_local.scoring import extract_answer, grade, is_abstention
-from soma_local.trace import parse_record
+from soma_local.calibration.thresholds import H_GRID, Objective, choose_setting
+from soma_local.calibration.metrics import ItemResult, summarize
+from soma_local.calibration.readout import ReadoutRun
+from soma_local.calibration.scoring import extract_answer, grade, is_abstention
+from soma_local.engine.trace import parse_record
 
 
 def judge(line: ResultLine, answer_text: str, tokens: int, takeover: bool = False) -> ItemResult:
@@ -47,7 +47,7 @@ def plain(line: ResultLine) -> ItemResult:
 
 # ---- SOMA and the no-reminder ablation: single-run readouts -------------------------------------------
 def readout_at(line: ResultLine, h: float) -> ItemResult:
-    """The run at threshold h, read off a readout trace (``soma_local.readout``); h = inf is
+    """The run at threshold h, read off a readout trace (``soma_local.calibration.readout``); h = inf is
     remind-only for ``soma`` lines and vanilla-with-scans for ``no_reminder`` lines."""
     run = ReadoutRun((parse_record(r) for r in line.outcome.records), f"{line.method}/{line.id}")
     off = run.read_off({run.monitors[0]: h})

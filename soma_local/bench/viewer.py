@@ -14,9 +14,9 @@ from pathlib import Path
 
 from soma_local.bench.results import ResultLine, read_results
 from soma_local.errors import DataError
-from soma_local.readout import ReadoutRun
-from soma_local.supervise import READOUT_MODES
-from soma_local.trace import parse_record
+from soma_local.calibration.readout import ReadoutRun
+from soma_local.engine.supervise import is_readout
+from soma_local.engine.trace import parse_record
 
 _REMINDER = re.compile(r"<reminder>(.*?)</reminder>", re.S)
 
@@ -129,7 +129,7 @@ def render(line: ResultLine, h: float | None = None) -> str:
     if h is None and start and monitor and start["thresholds"].get(monitor) is not None:
         h = float(start["thresholds"][monitor])  # JSON writes h = inf as "Infinity"
     read = None
-    readout = start is not None and start["settings"].get("mode") in READOUT_MODES
+    readout = start is not None and is_readout(start["settings"].get("mode"))
     if readout and monitor and h is not None and math.isfinite(h):
         read = ReadoutRun((parse_record(r) for r in records), f"{line.method}/{line.id}").read_off({monitor: h})
         read = read if read.takeover else None

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Sequence
 
-from soma_local.state import TaskCut, TokenCounter, build_state, longest_tokens, task_cut
+from soma_local.s1.state import TaskCut, TokenCounter, build_state, longest_tokens, task_cut
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class S1(ABC):
         return build_state(task, reasoning, self.tokenizer, self.input_limit, self._reserve(statements))
 
     def task_cut(self, task: str, statements: Sequence[str]) -> TaskCut | None:
-        """Whether this S1 reads the task cut (see ``state.py``), so a run can say so up front."""
+        """Whether this S1 reads the task cut (see ``s1.state``), so a run can say so up front."""
         return task_cut(task, self.tokenizer, self.input_limit, self._reserve(statements))
 
     def score(self, queries: Sequence[S1Query]) -> list[float | None]:

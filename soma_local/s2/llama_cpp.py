@@ -10,7 +10,6 @@ untouched on the main line.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import time
 from contextlib import contextmanager
@@ -18,7 +17,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from soma_local.errors import ModelFileError
-from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams, StopScan
+import numpy as np
+
+from soma_local.s2.base import S2Backend, SamplingParams
+from soma_local.s2.models import GgufVocab
 
 # Prompts longer than this report their loading progress (a CPU decodes a few hundred tokens a second).
 _PROGRESS_FROM = 4096
@@ -113,6 +115,7 @@ class LlamaCppS2(S2Backend):
         _wait_passively_if_every_core(threads)
         import llama_cpp
 
+        super().__init__()
         self._lib = llama_cpp
         try:
             with _model_params(extra_buffer_types_allowed()):
@@ -134,50 +137,30 @@ class LlamaCppS2(S2Backend):
         self.n_ctx = self.llm.n_ctx()
         self.n_batch = n_batch
         self._ctx = self.llm._ctx.ctx
-        self._vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
+        self.vocab = GgufVocab(self.llm, self.name)
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._pieces: dict[int, bytes] = {}
-        self._piece_buf = ctypes.create_string_buffer(256)
         self.chat_template = chat_template or self.llm.metadata.get("tokenizer.chat_template")
         self.bos_token = self._special_text(self.llm.token_bos())
         self.eos_token = self._special_text(self.llm.token_eos())
-        self._add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
-        self._ids: list[int] = []  # tokens in the KV cache, in order
         self._one = (llama_cpp.llama_token * 1)()
-        self._tail = b""  # last bytes generated, for stop texts split across tokens or chunks
         self._sampler = None
         self.set_sampling(sampling or SamplingParams())
 
     # ---- tokens ------------------------------------------------------------------------------
     def _special_text(self, token: int) -> str:
-        if token < 0:
-            return ""
-        return self._piece(token).decode("utf-8", errors="replace")
-
-    def _piece(self, token: int) -> bytes:
-        piece = self._pieces.get(token)
-        if piece is None:
-            n = self._lib.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, True)
-            piece = self._piece_buf.raw[: max(n, 0)]
-            self._pieces[token] = piece
-        return piece
+        return "" if token < 0 else self.piece(token).decode("utf-8", errors="replace")
 
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos and self._add_bos, special=special)
+        return self.vocab.tokenize(text, special=special, add_bos=add_bos)
 
-    def detokenize(self, ids: list[int]) -> str:
-        return b"".join(self._piece(t) for t in ids).decode("utf-8", errors="replace")
+    def piece(self, token: int) -> bytes:
+        return self.vocab.piece(token)
 
-    def encode(self, text: str) -> list[int]:
-        """Plain-text tokens (the ``TokenCounter`` protocol the S1 state builder measures with)."""
-        return self.tokenize(text)
+    def is_end(self, token: int) -> bool:
+        return self.vocab.is_end(token)
 
-    decode = detokenize
-
-    def next_logits(self):
+    def next_logits(self) -> np.ndarray:
         """The next-token logits after the last decoded token (a numpy view; copy to keep)."""
-        import numpy as np
-
         ptr = self._lib.llama_get_logits_ith(self._ctx, -1)
         return np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))
 
@@ -215,7 +198,7 @@ class LlamaCppS2(S2Backend):
         del self._ids[n - 1 :]
         self._decode([last])
 
-    def load_prompt(self, ids: list[int]) -> float:
+    def _load(self, ids: list[int]) -> float:
         """Start a run: the prompt is always decoded from an empty context, in the same two steps.
 
         Reusing a shared prefix of the previous run would make the prompt's logits depend on that
@@ -231,14 +214,11 @@ class LlamaCppS2(S2Backend):
         self._decode(ids[-1:])  # the last token on its own, as after any rollback
         if report is not None:
             report(len(ids), len(ids))
-        self._tail = b""
         return time.perf_counter() - t0
 
-    def feed(self, ids: list[int]) -> float:
+    def _append(self, ids: list[int]) -> float:
         t0 = time.perf_counter()
-        if ids:
-            self._decode(ids)
-        self._tail = b""
+        self._decode(ids)
         return time.perf_counter() - t0
 
     # ---- sampling ----------------------------------------------------------------------------
@@ -261,63 +241,30 @@ class LlamaCppS2(S2Backend):
         self._sampler = chain
         self.sampling = params
 
-    def generate(
-        self,
-        max_tokens: int,
-        *,
-        stop_at_newline: bool = False,
-        stop_text: bytes | None = None,
-        on_piece: OnPiece | None = None,
-    ) -> Chunk:
-        lib = self._lib
-        sample, is_eog, decode, batch_one = (
-            lib.llama_sampler_sample,
-            lib.llama_vocab_is_eog,
-            lib.llama_decode,
-            lib.llama_batch_get_one,
-        )
-        ctx, vocab, sampler, one, ids = self._ctx, self._vocab, self._sampler, self._one, self._ids
-        chunk = Chunk()
-        out = bytearray()
-        scan = StopScan(stop_text, stop_at_newline, self._tail)
-        max_tokens = min(max_tokens, self.context_left)
-        t0 = time.perf_counter()
-        for _ in range(max(0, max_tokens)):
-            token = sample(sampler, ctx, -1)
-            if is_eog(vocab, token):
-                chunk.stop = "eos"
-                break
-            one[0] = token
-            rc = decode(ctx, batch_one(one, 1))
-            if rc != 0:
-                raise RuntimeError(f"llama_decode failed with code {rc} at position {len(ids)}")
-            ids.append(token)
-            chunk.ids.append(token)
-            piece = self._pieces.get(token) or self._piece(token)
-            out += piece
-            if on_piece is not None:
-                on_piece(piece)
-            reason = scan.step(piece)
-            if reason is not None:
-                chunk.stop = reason
-                break
-        chunk.seconds = time.perf_counter() - t0
-        chunk.data = bytes(out)
-        self._tail = scan.tail
-        return chunk
+    def _sample(self, max_tokens: int, stop_at_newline: bool) -> Iterator[int]:
+        sample, ctx, sampler = self._lib.llama_sampler_sample, self._ctx, self._sampler
+        for _ in range(max_tokens):
+            yield sample(sampler, ctx, -1)
+
+    def _keep(self, token: int) -> None:
+        self._one[0] = token
+        rc = self._lib.llama_decode(self._ctx, self._lib.llama_batch_get_one(self._one, 1))
+        if rc != 0:
+            raise RuntimeError(f"llama_decode failed with code {rc} at position {len(self._ids)}")
 
     @contextmanager
-    def branch(self) -> Iterator[None]:
-        lib = self._lib
-        main, mark, tail = self._sampler, len(self._ids), self._tail
-        self._sampler = lib.llama_sampler_clone(main)
+    def _branch_sampler(self) -> Iterator[None]:
+        main = self._sampler
+        self._sampler = self._lib.llama_sampler_clone(main)
         try:
             yield
         finally:
-            lib.llama_sampler_free(self._sampler)
-            self._sampler, self._tail = main, tail
-            # Always re-decode the last kept token: anything fed in the block replaced the logits.
-            self._truncate(mark)
+            self._lib.llama_sampler_free(self._sampler)
+            self._sampler = main
+
+    def _rewind(self, n: int) -> None:
+        # Always re-decode the last kept token: anything fed in the branch replaced the logits.
+        self._truncate(n)
 
     def close(self) -> None:
         if self._sampler is not None:

@@ -21,12 +21,11 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
 from soma_local.errors import ModelFileError, SomaError
-from soma_local.s2.base import Chunk, OnPiece, S2Backend, SamplingParams, StopScan
+from soma_local.s2.base import END, S2Backend, SamplingParams
 from soma_local.s2.hf_tokens import load_hf_tokenizer
 
 
@@ -84,8 +83,9 @@ class VllmS2(S2Backend):
         retries: int = 3,
         backoff: float = 2.0,
     ):
-        from soma_local.models import hf_folder
+        from soma_local.s2.models import hf_folder
 
+        super().__init__()
         self.base_url = base_url.rstrip("/")
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
         self.http = _client(self.base_url, timeout)
@@ -96,8 +96,6 @@ class VllmS2(S2Backend):
         self.chat_template = chat_template or self.tok.chat_template
         self.bos_token = self.tok.bos_token
         self.eos_token = self.tok.eos_token
-        self._ids: list[int] = []
-        self._tail = b""
         self.set_sampling(sampling or SamplingParams())
 
     # ---- server ------------------------------------------------------------------------------
@@ -145,9 +143,11 @@ class VllmS2(S2Backend):
     def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
         return self.tok.encode(text, special=special, add_bos=add_bos)
 
-    def encode(self, text: str) -> list[int]:
-        """Plain-text tokens (the ``TokenCounter`` protocol the S1 state builder measures with)."""
-        return self.tok.encode(text)
+    def piece(self, token: int) -> bytes:
+        return self.tok.pieces[token]
+
+    def is_end(self, token: int) -> bool:
+        return token in self.tok.eog_ids
 
     def decode(self, ids) -> str:
         return self.tok.decode(ids)
@@ -161,21 +161,19 @@ class VllmS2(S2Backend):
     def ids(self) -> list[int]:
         return list(self._ids)
 
-    def load_prompt(self, ids: list[int]) -> float:
+    def _load(self, ids: list[int]) -> float:
         """Only remembered: the server prefills it with the first request (its time counts there)."""
         if len(ids) >= self.max_model_len:
             raise ModelFileError(f"{self.name}: a prompt of {len(ids)} tokens does not fit the server's "
                                  f"context of {self.max_model_len}; raise vLLM's --max-model-len")
         self._ids = list(ids)
-        self._tail = b""
         return 0.0
 
-    def feed(self, ids: list[int]) -> float:
+    def _append(self, ids: list[int]) -> float:
         if len(self._ids) + len(ids) > self.max_model_len:
             raise ModelFileError(f"{self.name}: context of {self.max_model_len} tokens is full; "
                                  "raise vLLM's --max-model-len")
         self._ids.extend(ids)
-        self._tail = b""
         return 0.0
 
     # ---- sampling ----------------------------------------------------------------------------
@@ -203,19 +201,8 @@ class VllmS2(S2Backend):
             body["stop_token_ids"] = self.tok.newline_ids
         return body
 
-    def generate(
-        self,
-        max_tokens: int,
-        *,
-        stop_at_newline: bool = False,
-        stop_text: bytes | None = None,
-        on_piece: OnPiece | None = None,
-    ) -> Chunk:
-        chunk = Chunk()
-        max_tokens = min(max_tokens, self.context_left)
-        if max_tokens <= 0:
-            return chunk
-        t0 = time.perf_counter()
+    def _sample(self, max_tokens: int, stop_at_newline: bool) -> Iterator[int]:
+        """One request for the whole stretch; its tokens are then taken one by one."""
         answer = self._call("POST", "/v1/completions", self._request(max_tokens, stop_at_newline))
         try:
             choice = answer["choices"][0]
@@ -227,33 +214,11 @@ class VllmS2(S2Backend):
             raise S2ServerError(f"vLLM at {self.base_url} returned {len(returned)} tokens for max_tokens="
                                 f"{max_tokens} (finish_reason {choice.get('finish_reason')})")
         self._count(answer, len(returned))
-        chunk.stop = "length"
-        pieces = self.tok.pieces
-        out = bytearray()
-        scan = StopScan(stop_text, stop_at_newline, self._tail)
-        for token in returned:
-            if token in self.tok.eog_ids:
-                chunk.stop = "eos"
-                break
-            chunk.ids.append(token)
-            piece = pieces[token]
-            out += piece
-            if on_piece is not None:
-                on_piece(piece)
-            reason = scan.step(piece)
-            if reason is not None:
-                chunk.stop = reason
-                break
-        else:
-            # The server stopped early for a reason of its own (an end-of-sequence id that the
-            # tokenizer files do not name, for example): the run cannot go on from here.
-            if choice.get("finish_reason") == "stop":
-                chunk.stop = "eos"
-        self._ids.extend(chunk.ids)
-        chunk.seconds = time.perf_counter() - t0
-        chunk.data = bytes(out)
-        self._tail = scan.tail
-        return chunk
+        yield from returned
+        if choice.get("finish_reason") == "stop":
+            # The server stopped for a reason of its own (an end-of-sequence id that the tokenizer
+            # files do not name, for example): the run cannot go on from here.
+            yield END
 
     def _count(self, answer: dict, generated: int) -> None:
         usage = answer.get("usage") or {}
@@ -262,12 +227,3 @@ class VllmS2(S2Backend):
         self.stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
         self.stats.cached_tokens += int(details.get("cached_tokens") or 0)
         self.stats.generated_tokens += generated
-
-    @contextmanager
-    def branch(self) -> Iterator[None]:
-        mark, tail = len(self._ids), self._tail
-        try:
-            yield
-        finally:
-            del self._ids[mark:]
-            self._tail = tail

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
-from soma_local.monitors import Monitor
+from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1
 from soma_local.s2.base import S2Backend, SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
-from soma_local.s2.session import Pause, PauseRule, Session
-from soma_local.trace import TokenCounts
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.session import Pause, Session
+from soma_local.engine.trace import TokenCounts
 
 
 @dataclass

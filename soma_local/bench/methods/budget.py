@@ -9,7 +9,7 @@ The budget itself is chosen on the calibration sets (``bench.score.choose_budget
 from __future__ import annotations
 
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, finish, outcome_of
-from soma_local.s2.session import PauseRule
+from soma_local.engine.pauses import PauseRule
 
 # s1's forced end ("...thinking_end + '\nFinal Answer:'"), mapped to </think> for Qwen3 / R1 distills.
 FORCED_PREFILL = "Final Answer:"

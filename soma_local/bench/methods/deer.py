@@ -12,7 +12,8 @@ import numpy as np
 
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, finish, outcome_of
 from soma_local.errors import SomaError
-from soma_local.s2.session import PauseRule, Session
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.session import Session
 
 TRIAL_SUFFIX = "\n**Final Answer**\n\\boxed"  # DEER's answer inducer
 _LINE = PauseRule(interval=1, slack=1 << 30)  # generate to the next line break
@@ -22,7 +23,7 @@ def trial_confidence(session: Session, max_tokens: int) -> tuple[str, float]:
     """DEER's trial answer on a branch: mean probability of its tokens from the second one on, up to
     the brace that closes the box."""
     backend = session.backend
-    if not hasattr(backend, "next_logits"):
+    if backend.next_logits() is None:
         raise SomaError(f"DEER needs next-token probabilities, which S2 backend {backend.name} does not expose")
     probs, text, depth = [], "", 0
     with backend.branch():

@@ -9,7 +9,7 @@ off, and the (interval, k) pair is chosen on the calibration sets.
 from __future__ import annotations
 
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, outcome_of, probe
-from soma_local.s2.session import PauseRule
+from soma_local.engine.pauses import PauseRule
 
 PROBE_SUFFIX = "... Oh, I suddenly got the answer to the whole problem, **Final Answer**\n\n\\[ \\boxed{"
 UNCERTAIN_WORDS = ("wait", "hold", "but", "okay", "no", "hmm")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, outcome_of
-from soma_local.s2.session import PauseRule
+from soma_local.engine.pauses import PauseRule
 
 # The lexicon's categories as our reference notes list them (llama-cpp-and-baselines.md §2.8).
 KEYWORDS = (

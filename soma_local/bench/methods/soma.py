@@ -4,7 +4,7 @@
 every possible takeover continuation is produced on a branch. ``NoReminder`` does the same without
 reminders (``readout_no_reminder``: its S2 text differs, so it needs its own run and its own h). The
 trace records are kept whole (run_end included), so ``bench.score.readout_at`` reads off any h with
-``soma_local.readout``, and the report picks each variant's h on the calibration sets.
+``soma_local.calibration.readout``, and the report picks each variant's h on the calibration sets.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from soma_local.bench.methods.base import Engine, Method, Outcome
-from soma_local.supervise import RunConfig, supervise
+from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.errors import SomaError
 
 
@@ -38,8 +38,8 @@ class SomaReadout(Method):
     mode = "readout"
 
     def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
-        config = RunConfig(
-            mode=self.mode,
+        config = RunConfig.of_mode(
+            self.mode,
             pause=engine.pause,
             max_tokens=engine.max_tokens,
             thinking=engine.thinking,

@@ -1,8 +1,9 @@
 """Scenario layer: a monitor is plain text (statement, reminder, takeover action) in a TOML file.
 
 Only the statement is shown to S1; the reminder and the takeover text only ever reach S2. A user adds a
-scenario by dropping one more file into ``monitors/`` or passing its path, so loading must say exactly
-which file and which field is wrong.
+scenario by dropping one more file into ``monitors/`` or passing its path, so the file is the whole
+monitor: what calibration optimises and how its benchmark questions are prompted are fields too, and
+no code anywhere branches on a monitor's name. Loading says exactly which file and field is wrong.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from soma_local.errors import MonitorFileError
+from soma_local.jsonl import field_errors
 
-MONITORS_DIR = Path(__file__).resolve().parent.parent / "monitors"
+MONITORS_DIR = Path(__file__).resolve().parents[2] / "monitors"
+
+
+ObjectiveKind = Literal["fewest_tokens", "abstention"]
 
 
 class Takeover(BaseModel):
@@ -37,6 +42,18 @@ class Monitor(BaseModel):
     reminder: str
     takeover: Takeover
     default_threshold: float = Field(default=3.0, gt=0)
+    objective: ObjectiveKind | None = Field(
+        default=None, description="what `soma calibrate` optimises: fewest_tokens (the lowest mean token count) "
+                                  "or abstention (abstention minus false abstention); none: pass --objective")
+    calibration_data: list[str] = Field(
+        default_factory=list, description="`soma calibrate`'s default question files, relative to the data directory")
+    prompt_suffix: str = Field(
+        default="", description="appended to each calibration and benchmark question of this monitor's scenario, "
+                                "so h is calibrated on the prompts it is tested with")
+
+    def prompt(self, question: str) -> str:
+        """The user message for a calibration or benchmark question of this monitor's scenario."""
+        return question + self.prompt_suffix
 
     @field_validator("statement", "reminder")
     @classmethod
@@ -53,12 +70,10 @@ class Monitor(BaseModel):
         return value
 
 
-def _describe(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        field = ".".join(str(x) for x in item["loc"]) or "(file)"
-        parts.append(f"field '{field}': {item['msg']}")
-    return "; ".join(parts)
+def threshold_for(monitor: Monitor, chosen: Mapping[str, float]) -> float:
+    """A monitor's h: the one chosen for it (flag or calibration), else its file's default. The one
+    place the default applies."""
+    return chosen.get(monitor.name, monitor.default_threshold)
 
 
 def load_monitor(path: str | Path) -> Monitor:
@@ -72,7 +87,7 @@ def load_monitor(path: str | Path) -> Monitor:
     try:
         return Monitor.model_validate(raw)
     except ValidationError as exc:
-        raise MonitorFileError(f"{path}: {_describe(exc)}") from None
+        raise MonitorFileError(f"{path}: {field_errors(exc)}") from None
 
 
 def resolve_monitors(specs: Iterable[str], directory: Path = MONITORS_DIR) -> list[Monitor]:

@@ -12,12 +12,13 @@ import math
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal, Mapping, TypeVar
+from typing import Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from soma_local.calibration.metrics import Metrics
+from soma_local.engine.monitors import Monitor, ObjectiveKind, threshold_for
 from soma_local.errors import DataError
-from soma_local.metrics import Metrics
 
 _EPS = 1e-12
 K = TypeVar("K")
@@ -34,7 +35,7 @@ class Objective(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["fewest_tokens", "abstention"]
+    kind: ObjectiveKind
     delta: float = Field(default=0.0, ge=0.0)
     fa_weight: float = Field(default=1.0, ge=0.0)
 
@@ -50,15 +51,12 @@ class Objective(BaseModel):
         return f"{goal}, accuracy within {self.delta:g} of the reference"
 
 
-# The paper's objective per scenario; any other monitor must say which objective it wants.
-DEFAULT_OBJECTIVES = {"overthinking": "fewest_tokens", "unanswerable": "abstention"}
-
-
-def default_objective(monitor: str, delta: float = 0.0, fa_weight: float = 1.0) -> Objective:
-    kind = DEFAULT_OBJECTIVES.get(monitor)
-    if kind is None:
-        raise DataError(f"no default objective for monitor '{monitor}'; pass --objective fewest_tokens|abstention")
-    return Objective(kind=kind, delta=delta, fa_weight=fa_weight)
+def monitor_objective(monitor: Monitor, delta: float = 0.0, fa_weight: float = 1.0) -> Objective:
+    """The objective a monitor's file names (``objective``), with the accuracy guard's tolerance."""
+    if monitor.objective is None:
+        raise DataError(f"monitor '{monitor.name}' names no objective: set objective = \"fewest_tokens\" or "
+                        "\"abstention\" in its file, or pass --objective")
+    return Objective(kind=monitor.objective, delta=delta, fa_weight=fa_weight)
 
 
 # The thresholds calibration tries (math.inf, never take over, is always added). Each scan adds
@@ -230,7 +228,7 @@ def _stale(entry: CalibrationEntry, s1_version: str | None) -> bool:
 
 
 def resolve_thresholds(
-    monitors: Mapping[str, float],
+    monitors: Sequence[Monitor],
     flags: Mapping[str, float],
     cal: CalibrationFile,
     cal_path: Path,
@@ -240,11 +238,12 @@ def resolve_thresholds(
     s1_version: str | None = None,
 ) -> dict[str, ThresholdSource]:
     """Each monitor's h: ``--threshold`` wins, then this (S1, S2, variant)'s calibration entry, then the
-    monitor's default. ``monitors`` maps each monitor to its default threshold. An entry made with
-    another version of the S1 is not used: its h was chosen for probabilities this S1 no longer gives."""
+    monitor's default (``threshold_for``). An entry made with another version of the S1 is not used: its h
+    was chosen for probabilities this S1 no longer gives."""
     entries = _entries(cal, s1, s2, variant)
     out = {}
-    for name, default in monitors.items():
+    for monitor in monitors:
+        name, default = monitor.name, threshold_for(monitor, {})
         entry = entries.get(name)
         if name in flags:
             out[name] = ThresholdSource(h=flags[name], source="--threshold")

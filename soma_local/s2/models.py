@@ -102,21 +102,61 @@ def resolve_gguf(spec: str | None) -> Path:
     return path
 
 
-class GgufTokenizer:
-    """A GGUF's tokenizer alone (llama.cpp ``vocab_only``: no weights in memory), for measuring the
-    S1 input limit in S2 tokens when no S2 is loaded in this process."""
+class GgufVocab:
+    """A GGUF's tokenizer, the one way this project reads one: encode, decode and each token's bytes.
 
-    def __init__(self, path: str | Path):
+    ``from_path`` loads the vocabulary alone (llama.cpp ``vocab_only``: no weights in memory), for
+    counting S1 input in S2 tokens and for cutting recorded traces at the pause schedule when no S2 is
+    loaded; a loaded S2 (``LlamaCppS2``) wraps its own model the same way.
+    """
+
+    def __init__(self, llm, name: str):
+        import ctypes
+
         import llama_cpp
 
-        self._llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
-        self.name = Path(path).name
+        self._llm, self.name = llm, name
+        self._lib = llama_cpp
+        self._vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
+        self._buf = ctypes.create_string_buffer(256)
+        self._pieces: dict[int, bytes] = {}
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> "GgufVocab":
+        import llama_cpp
+
+        try:
+            llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFileError(f"{path}: llama.cpp could not read its vocabulary: {exc}") from None
+        return cls(llm, Path(path).name)
+
+    def tokenize(self, text: str, *, special: bool = False, add_bos: bool = False) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos and self.add_bos, special=special)
+
+    def piece(self, token: int) -> bytes:
+        """The token's bytes as generated (special tokens rendered); may end mid-character."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            n = self._lib.llama_token_to_piece(self._vocab, token, self._buf, 256, 0, True)
+            piece = self._pieces[token] = self._buf.raw[: max(n, 0)]
+        return piece
+
+    def is_end(self, token: int) -> bool:
+        """Whether the token ends generation (end of turn or of text)."""
+        return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
+
+    def pieces(self, text: str) -> list[bytes]:
+        """``text`` as the token pieces S2 would have generated it in (plain text, no special tokens)."""
+        return [self.piece(t) for t in self.tokenize(text)]
 
     def encode(self, text: str) -> list[int]:
-        return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        """Plain-text tokens (the ``TokenCounter`` protocol the S1 state builder measures with)."""
+        return self.tokenize(text)
 
     def decode(self, ids) -> str:
-        return self._llm.detokenize(list(ids)).decode("utf-8", errors="replace")
+        return b"".join(self.piece(t) for t in ids).decode("utf-8", errors="replace")
 
 
 def hf_folder(spec: str | None) -> Path:

@@ -6,11 +6,16 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from soma_local.metrics import Metrics
+from soma_local.calibration.metrics import Metrics
 
 # Paper Table 3 (unanswerable, SOMA with Jev as S1; §5 text): abstention on unanswerable questions,
 # per benchmark and averaged, vanilla -> SOMA, and token change. The shared traces are greedy with a
 # 7,000-token cap, the paper's runs sampled with a 32,768-token limit: compare trends, not digits.
+# Replay prints them beside a monitor with the statement they were measured with (DESIGN.md's).
+PAPER_UNANSWERABLE_STATEMENT = (
+    "The reasoning has noticed that the problem may be missing information or have contradictory conditions, "
+    "but it is still trying to reach a definite answer, for example by making an assumption."
+)
 PAPER_UNANSWERABLE = {
     ("sum", "Qwen3-8B"): "Abs 60% -> 87%",
     ("umwp", "Qwen3-8B"): "Abs 81% -> 88%",
@@ -51,10 +56,10 @@ def h_label(h: float) -> str:
     return "inf" if math.isinf(h) else f"{h:g}"
 
 
-def _panels(monitor: str) -> list[tuple[str, str, bool]]:
-    """(Metrics field, y label, higher is better) per panel: an unanswerable monitor gets abstention
-    and, beside it, the false abstention it costs on answerable questions."""
-    if monitor == "overthinking":
+def _panels(objective: str) -> list[tuple[str, str, bool]]:
+    """(Metrics field, y label, higher is better) per panel: a monitor calibrated for abstention gets
+    abstention and, beside it, the false abstention it costs on answerable questions."""
+    if objective == "fewest_tokens":
         return [("accuracy", "accuracy (%)", True)]
     return [("abstention", "abstention on unanswerable (%)", True),
             ("false_abstention", "false abstention on answerable (%)", False)]
@@ -78,7 +83,7 @@ def _h_labels(hs: Sequence[float], points: Sequence[tuple[float, float]], marked
 def pareto_plot(
     series: Mapping[str, Mapping[float, Metrics]],
     vanilla: Mapping[str, Metrics],
-    monitor: str,
+    objective: str,
     path: Path,
     title: str,
     chosen: Mapping[str, float] | None = None,
@@ -92,9 +97,9 @@ def pareto_plot(
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from soma_local.plotting import axis_span, place_labels
+    from soma_local.calibration.plotting import axis_span, place_labels
 
-    panels = _panels(monitor)
+    panels = _panels(objective)
     fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 5.2), squeeze=False)
     chosen = chosen or {}
     handles, to_label = [], []
@@ -156,4 +161,4 @@ def replay_plot(results: dict, path: Path) -> Path:
     vanilla = {label: Metrics.model_validate(g["vanilla"]) for label, g in groups.items()}
     chosen = {label: float(g["h"]) for label, g in groups.items()}
     title = f"replay: {results['monitor']} monitor, S1 {results['s1']}, {results['controller']} controller"
-    return pareto_plot(series, vanilla, results["monitor"], path, title, chosen)
+    return pareto_plot(series, vanilla, results["objective"], path, title, chosen)

@@ -7,9 +7,9 @@ leaves the machine. The wire format and error shapes are TypeSafe's as jevcompat
 
 The S1 backend runs on one worker thread: llama.cpp contexts (and most model objects, tokenizers
 included) are not thread-safe. Each request is a series of small work units on it: a plan
-(tokenizing, state windows, limits; ``decide.plan_request``), then batches of at most
+(tokenizing, state windows, limits; ``answers.plan_request``), then batches of at most
 ``unit_tokens`` S1 input tokens. Between units the worker goes to the request that has had the least
-S1 work (``turns.py``), so a one-question request waits for at most the unit in progress, not for a
+S1 work (``turns``), so a one-question request waits for at most the unit in progress, not for a
 255-option one; a request whose client has gone is dropped at the next unit. One request may cost at
 most ``Limits.max_request_tokens`` S1 tokens and a state at most ``Limits.max_state_tokens`` (413
 beyond). Past ``max_pending`` requests in flight the server answers 529 (overloaded) with
@@ -38,10 +38,10 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from soma_local.decide import Limits, Plan, S1Unavailable, StateTooLong, finish, plan_request
-from soma_local.jevwire import MODEL_ALIASES, ErrorBody, ErrorDetail, ModelInfo, ModelList, SystemOneRequest
+from soma_local.serve.answers import Limits, Plan, S1Unavailable, StateTooLong, finish, plan_request
+from soma_local.s1.jev_wire import MODEL_ALIASES, ErrorBody, ErrorDetail, ModelInfo, ModelList, SystemOneRequest
 from soma_local.s1.base import S1
-from soma_local.turns import Turns
+from soma_local.serve.turns import Turns
 
 DEFAULT_MAX_BODY = 1 << 20  # bytes, after decompression too
 DEFAULT_MAX_PENDING = 64

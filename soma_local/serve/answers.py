@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from soma_local.errors import SomaError
-from soma_local.jevwire import (
+from soma_local.s1.jev_wire import (
     Answer,
     ChoiceAnswer,
     ChoiceQuestion,
@@ -44,7 +44,7 @@ from soma_local.jevwire import (
     score_confidence,
 )
 from soma_local.s1.base import S1, sigmoid
-from soma_local.state import from_boundary, parse_state, to_boundary
+from soma_local.s1.state import from_boundary, parse_state, to_boundary
 
 MAX_STATE_TOKENS = 4096  # hosted Jev reads 2,048 tokens; twice that leaves room for finer tokenizers
 MAX_REQUEST_TOKENS = 1 << 17  # S1 input tokens one request may cost: 255 options over a full window
@@ -287,8 +287,3 @@ def finish(plan: Plan, probs: Sequence[float | None], s1: S1) -> SystemOneRespon
         answers[qid] = make_answer(question, [mean_log_odds([probs[i] for i in row]) for row in rows])
     return SystemOneResponse(model=plan.model, answers=answers, usage=Usage(input_tokens=plan.input_tokens, output_tokens=0))
 
-
-def answer_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits = Limits()) -> SystemOneResponse:
-    """Answer every question of a request with ``s1`` in one go (no interleaving with others)."""
-    plan = plan_request(s1, request, model, limits)
-    return finish(plan, s1.score_states(plan.pairs), s1)

@@ -10,29 +10,30 @@ Tokens are counted with the embedded SmolLM2 GGUF's tokenizer (loaded vocabulary
 no weights): the recorded S2s' own tokenizers are not available offline, and the same counter for
 vanilla and SOMA keeps the comparison fair even where absolute counts differ from the S2's.
 
-Pure parts (``pause_points``, ``cut_offsets``, ``takeover_pause``, ``replay_item``) are tested without
-models; ``scan`` is the only place that calls S1, normally through ``CachedS1`` (an on-disk cache).
+Pure parts (``takeover_pause``, ``replay_item``) are tested without
+models; the pause schedule is the live loop's own (``engine.pauses``); ``scan`` is the only place that calls S1, normally through ``CachedS1`` (an on-disk cache).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from soma_local.calibration_runs import Question
-from soma_local.controller import Action, Controller
+from soma_local.calibration.runs import Question
+from soma_local.engine.controller import Action, Controller
 from soma_local.errors import DataError
-from soma_local.metrics import ItemResult
-from soma_local.monitors import Monitor
+from soma_local.jsonl import read_models
+from soma_local.calibration.metrics import ItemResult
+from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
-from soma_local.s2.session import PauseRule
-from soma_local.scoring import after_thinking, extract_answer, grade, is_abstention, judge
-from soma_local.trace import RunEnd, RunStart
+from soma_local.s2.models import GgufVocab
+from soma_local.engine.pauses import PauseRule, pause_cuts
+from soma_local.calibration.scoring import after_thinking, extract_answer, grade, is_abstention, judge
+from soma_local.engine.trace import RunEnd, RunStart
 
 _OPEN, _CLOSE = "<think>", "</think>"
 # The released prompts are "question + ' ' + fixed instruction" (traces/PROMPT_NOTE.md); S1's task is
@@ -68,22 +69,17 @@ class RecordedTrace(BaseModel):
         return str(value)
 
     @property
+    def thinking_start(self) -> int:
+        """Where the thinking starts in ``output`` (after an opening ``<think>``)."""
+        return len(_OPEN) if self.output.startswith(_OPEN) else 0
+
+    @property
     def thinking(self) -> str:
-        text = self.output[len(_OPEN) :] if self.output.startswith(_OPEN) else self.output
-        return text.split(_CLOSE, 1)[0]
+        return self.output[self.thinking_start :].split(_CLOSE, 1)[0]
 
 
 def load_traces(path: str | Path) -> list[RecordedTrace]:
-    out = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    out.append(RecordedTrace.model_validate_json(line))
-                except ValidationError as exc:
-                    err = exc.errors()[0]
-                    raise DataError(f"{path}:{lineno}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
-    return out
+    return read_models(path, RecordedTrace)
 
 
 class InterruptedRun(DataError):
@@ -115,44 +111,6 @@ def from_engine_trace(records: Iterable[BaseModel], questions: dict[str, Questio
         output=_OPEN + end.thinking + (_CLOSE + end.answer if closed else ""),
         ground_truth=q.answer,
     )
-
-
-# ---- the pause schedule over a recorded text (pure) --------------------------------------------------
-
-def pause_points(pieces: Sequence[bytes], rule: PauseRule) -> list[int]:
-    """Thinking-token counts at which the live loop would pause on this text.
-
-    As ``Session.think_to_pause``: ``interval`` tokens, then on to the token that contains a line
-    break, or ``slack`` tokens more. A stretch that runs into the end of thinking closes it instead of
-    pausing, so the last pause is always strictly inside the text (or on its last line break).
-    """
-    n, pos, out = len(pieces), 0, []
-    while True:
-        start = pos + rule.interval
-        if start >= n:
-            return out
-        window = range(start, min(start + rule.slack, n))
-        newline = next((j for j in window if b"\n" in pieces[j]), None)
-        if newline is not None:
-            pos = newline + 1
-        elif start + rule.slack <= n and rule.slack > 0:
-            pos = start + rule.slack
-        elif rule.slack == 0:
-            pos = start
-        else:
-            return out
-        out.append(pos)
-
-
-def cut_offsets(pieces: Sequence[bytes], points: Sequence[int]) -> list[int]:
-    """Byte offsets into the text at the given token counts."""
-    offsets, total, i = [], 0, 0
-    for point in points:
-        while i < point:
-            total += len(pieces[i])
-            i += 1
-        offsets.append(total)
-    return offsets
 
 
 # ---- controller and outcome (pure) ----------------------------------------------------------------------
@@ -206,89 +164,18 @@ def replay_item(trace: ScannedTrace, h: float, abstaining_takeover: bool, takeov
     )
 
 
-# ---- S1 over the cuts, with an on-disk cache ------------------------------------------------------------
-
-class ScoreCache:
-    """S1 probabilities per (S1 name, statement, task, reasoning), appended to one JSONL file per S1,
-    so a rerun or a different threshold grid costs no S1 call."""
-
-    def __init__(self, directory: str | Path, s1_name: str):
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in s1_name)
-        self.path = Path(directory) / f"{safe}.jsonl"
-        self.s1_name = s1_name
-        self._scores: dict[str, float] = {}
-        if self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    self._scores[row["key"]] = row["p"]
-
-    def key(self, query: S1Query) -> str:
-        raw = "\0".join((self.s1_name, query.statement, query.task, query.reasoning))
-        return hashlib.sha256(raw.encode()).hexdigest()
-
-    def get(self, query: S1Query) -> float | None:
-        return self._scores.get(self.key(query))
-
-    def put(self, query: S1Query, p: float) -> None:
-        k = self.key(query)
-        self._scores[k] = p
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"key": k, "p": p}) + "\n")
-
-
-class CachedS1(S1):
-    """An S1 that answers from a ``ScoreCache`` and asks the wrapped S1 only for new queries.
-
-    Also what makes two runs of one question comparable: the same state always gets the same p,
-    whatever the wrapped model's numerics do with a different KV-cache history."""
-
-    def __init__(self, inner: S1, cache: ScoreCache):
-        self.inner, self.cache = inner, cache
-        self.name, self.input_limit, self.template_tokens = inner.name, inner.input_limit, inner.template_tokens
-        self.trained_questions, self.version = inner.trained_questions, inner.version
-
-    @property
-    def tokenizer(self):
-        return self.inner.tokenizer
-
-    def score_states(self, pairs):
-        return self.inner.score_states(pairs)
-
-    def score(self, queries: Sequence[S1Query]) -> list[float | None]:
-        missing = [q for q in queries if self.cache.get(q) is None]
-        if missing:
-            for q, p in zip(missing, self.inner.score(missing)):
-                if p is not None:
-                    self.cache.put(q, p)
-        return [self.cache.get(q) for q in queries]
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-Pieces = Callable[[str], list[bytes]]
-
-
-def pause_cuts(thinking: str, pieces_of: Pieces, rule: PauseRule) -> tuple[list[int], list[str]]:
-    """The thinking-token count at each pause and the thinking up to it: what S1 reads there."""
-    pieces = pieces_of(thinking)
-    points = pause_points(pieces, rule)
-    raw = thinking.encode("utf-8")
-    return points, [raw[:offset].decode("utf-8", errors="replace") for offset in cut_offsets(pieces, points)]
-
+# ---- S1 over the cuts ----------------------------------------------------------------------------
 
 def scan(
     trace: RecordedTrace,
     monitor: Monitor,
     s1: S1,
-    pieces_of: Pieces,
+    vocab: GgufVocab,
     rule: PauseRule,
 ) -> ScannedTrace:
     """Cut one trace at the pause schedule and score every cut (pass a ``CachedS1`` to keep scores).
     A failing S1 call is a missing scan (None), as in the live loop."""
-    points, cuts = pause_cuts(trace.thinking, pieces_of, rule)
+    points, cuts = pause_cuts(trace.thinking, vocab.pieces(trace.thinking), rule)
     probs: list[float | None] = []
     for reasoning in cuts:
         try:
@@ -298,7 +185,7 @@ def scan(
         probs.append(p)
     answer = after_thinking(trace.output)
     abstained, correct = judge(answer, trace.gold) if answer is not None else (False, False)
-    total = len(pieces_of(trace.output[len(_OPEN) :] if trace.output.startswith(_OPEN) else trace.output))
+    total = len(vocab.tokenize(trace.output[trace.thinking_start :]))
     return ScannedTrace(
         id=trace.question_id,
         dataset=trace.dataset,
@@ -321,26 +208,6 @@ def sample(traces: Sequence[RecordedTrace], limit: int | None, seed: int) -> lis
         return list(traces)
     keep = sorted(random.Random(seed).sample(range(len(traces)), limit))
     return [traces[i] for i in keep]
-
-
-def gguf_pieces(model_path: str | Path) -> Pieces:
-    """Token pieces of a text by a GGUF's tokenizer, loaded vocabulary-only (no weights in memory)."""
-    import ctypes
-
-    import llama_cpp
-
-    llm = llama_cpp.Llama(model_path=str(model_path), vocab_only=True, verbose=False)
-    vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
-    buf = ctypes.create_string_buffer(256)
-    cache: dict[int, bytes] = {}
-
-    def piece(token: int) -> bytes:
-        if token not in cache:
-            n = llama_cpp.llama_token_to_piece(vocab, token, buf, 256, 0, True)
-            cache[token] = buf.raw[: max(n, 0)]
-        return cache[token]
-
-    return lambda text: [piece(t) for t in llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)]
 
 
 def calibration_ids(ids: Iterable[str], share: float, seed: int, reserved: frozenset[str] = frozenset()) -> set[str]:

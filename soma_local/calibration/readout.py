@@ -15,8 +15,8 @@ from typing import Iterable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from soma_local.errors import DataError
-from soma_local.supervise import READOUT_MODES
-from soma_local.trace import Branch, RunEnd, RunStart, Scan
+from soma_local.engine.supervise import is_readout
+from soma_local.engine.trace import Branch, RunEnd, RunStart, Scan
 
 
 class ReadOff(BaseModel):
@@ -45,8 +45,8 @@ class ReadoutRun:
         self.start: RunStart = starts[0]
         self.end: RunEnd = ends[0]
         mode = self.start.settings.get("mode")
-        if mode not in READOUT_MODES:
-            raise DataError(f"{source}: settings.mode is '{mode}', not a readout run ({', '.join(READOUT_MODES)})")
+        if not is_readout(mode):
+            raise DataError(f"{source}: settings.mode is '{mode}', not a readout run (readout, readout_no_reminder)")
         self.source = source
         self.monitors: list[str] = [m["name"] for m in self.start.monitors]
         self.scans: list[Scan] = sorted((r for r in records if isinstance(r, Scan)), key=lambda s: s.index)

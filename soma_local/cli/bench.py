@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from soma_local.errors import SomaError
-from soma_local.s2.build import add_s2_arguments
+from soma_local.cli.args import (
+    add_s2_arguments, existing_file, existing_folder, fraction, nonnegative_float, nonnegative_int, positive_float,
+    positive_int, s2_options,
+)
 from soma_local.s1.factory import DEFAULT_S1
 
 
 def cmd_bench_run(args) -> int:
     from soma_local.bench.runner import EngineSpec, run_bench
-    from soma_local.s2.build import s2_options
 
     spec = EngineSpec(
         **s2_options(args).model_dump(exclude={"s2_model"}),
@@ -45,21 +45,10 @@ def cmd_bench_run(args) -> int:
     return 0
 
 
-def _existing(path: str, kind: str) -> Path:
-    """A results path given on the command line, which must exist (and be a ``kind``)."""
-    p = Path(path)
-    ok = p.is_dir() if kind == "folder" else p.is_file()
-    if not ok:
-        raise SomaError(f"{path}: no such {kind}" if not p.exists() else f"{path}: not a {kind}")
-    return p
-
-
 def cmd_bench_report(args) -> int:
     from soma_local.bench.report import write_reports
 
-    _existing(args.results, "folder")
-
-    for path in write_reports(Path(args.results), Path(args.out or args.results), delta=args.delta):
+    for path in write_reports(args.results, Path(args.out or args.results), delta=args.delta):
         print(path)
     return 0
 
@@ -67,9 +56,7 @@ def cmd_bench_report(args) -> int:
 def cmd_bench_view(args) -> int:
     from soma_local.bench.viewer import write_viewer
 
-    _existing(args.results, "file")
-
-    path = write_viewer(Path(args.results), args.id, Path(args.out) if args.out else None, args.h)
+    path = write_viewer(args.results, args.id, Path(args.out) if args.out else None, args.h)
     print(path)
     return 0
 
@@ -86,36 +73,37 @@ def register(sub) -> None:
     run.add_argument("--benchmark", action="append", required=True, choices=list(BENCHMARKS),
                      help="benchmark to run (repeatable)")
     run.add_argument("--out", default="benchmarks/results/runs", help="result directory")
-    run.add_argument("--limit", type=int, help="questions per benchmark (seeded sample)")
+    run.add_argument("--limit", type=positive_int, help="questions per benchmark (seeded sample)")
     run.add_argument("--sample-seed", type=int, default=0, help="seed of the --limit question sample")
-    run.add_argument("--workers", type=int, default=1, help="processes, each with its own S2 (and S1)")
-    run.add_argument("--concurrency", type=int, default=1,
+    run.add_argument("--workers", type=positive_int, default=1, help="processes, each with its own S2 (and S1)")
+    run.add_argument("--concurrency", type=positive_int, default=1,
                      help="questions in flight at once against an S2 server (--s2 vllm:URL); their S1 scans "
                      "share forward passes")
     run.add_argument("--s1", default=DEFAULT_S1, help="S1 spec for SOMA methods (default: %(default)s)")
-    run.add_argument("--s1-temperature", type=float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
-    run.add_argument("--budgets", type=int, nargs="+", help="budget forcing grid (thinking tokens)")
-    run.add_argument("--deer-threshold", type=float, default=0.95, help="DEER: answer confidence that stops thinking")
-    run.add_argument("--dynasor-interval", type=int, default=32, help="base probe interval of the sweep")
-    run.add_argument("--ses-alpha", type=float, default=0.05, help="SES: significance level of the stopping test")
+    run.add_argument("--s1-temperature", type=positive_float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
+    run.add_argument("--budgets", type=positive_int, nargs="+", help="budget forcing grid (thinking tokens)")
+    run.add_argument("--deer-threshold", type=fraction, default=0.95, help="DEER: answer confidence that stops thinking")
+    run.add_argument("--dynasor-interval", type=positive_int, default=32, help="base probe interval of the sweep")
+    run.add_argument("--ses-alpha", type=fraction, default=0.05, help="SES: significance level of the stopping test")
     run.add_argument("--ses-rule", choices=["parametric", "conformal"], default="parametric",
                      help="SES stopping rule: renewal-process z-test, or maxwise conformal (fits with few keywords)")
-    run.add_argument("--scan-interval", type=int, default=256, help="thinking tokens between scans (X)")
-    run.add_argument("--line-break-slack", type=int, default=128, help="max tokens to the next line break")
-    run.add_argument("--max-tokens", type=int, default=32768, help="generation limit per question")
+    run.add_argument("--scan-interval", type=positive_int, default=256, help="thinking tokens between scans (X)")
+    run.add_argument("--line-break-slack", type=nonnegative_int, default=128, help="max tokens to the next line break")
+    run.add_argument("--max-tokens", type=positive_int, default=32768, help="generation limit per question")
     add_s2_arguments(run)
     run.set_defaults(func=cmd_bench_run)
 
     report = bsub.add_parser("report", help="Tables 2-4 (Markdown, CSV) and the Pareto plot from results")
-    report.add_argument("results", help="the result directory of one S2 model (RESULTS/<model>) or above")
+    report.add_argument("results", type=existing_folder,
+                        help="the result directory of one S2 model (RESULTS/<model>) or above")
     report.add_argument("--out", help="where the tables go (default: the result directory)")
-    report.add_argument("--delta", type=float, default=0.0, help="calibration tolerance (paper: 0)")
+    report.add_argument("--delta", type=nonnegative_float, default=0.0, help="calibration tolerance (paper: 0)")
     report.set_defaults(func=cmd_bench_report)
 
     view = bsub.add_parser("view", help="a self-contained HTML trace viewer for one question")
-    view.add_argument("results", help="a result file (.jsonl)")
+    view.add_argument("results", type=existing_file, help="a result file (.jsonl)")
     view.add_argument("id", help="question id")
     view.add_argument("--out", help="HTML path (default: next to the result file)")
-    view.add_argument("--h", type=float, help="for a soma/no_reminder readout line: show the takeover at this h "
+    view.add_argument("--h", type=positive_float, help="for a soma/no_reminder readout line: show the takeover at this h "
                       "(the report's calibrated h), read off the recorded branches")
     view.set_defaults(func=cmd_bench_view)

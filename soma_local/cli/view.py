@@ -13,9 +13,9 @@ import math
 import os
 from typing import Mapping, TextIO
 
-from soma_local.calibrate import ThresholdSource
-from soma_local.supervise import ThinkingClosed
-from soma_local.trace import Reminder, RunEnd, RunStart, Scan, Takeover
+from soma_local.calibration.thresholds import ThresholdSource
+from soma_local.engine.supervise import ThinkingClosed
+from soma_local.engine.trace import Reminder, RunEnd, RunStart, Scan, Takeover
 
 GUIDE = (
     "p: S1's probability that a monitor's statement holds now | S: evidence summed over scans "
@@ -26,7 +26,7 @@ GUIDE = (
 def stated_answer(end: RunEnd) -> tuple[str | None, str | None]:
     """The final answer S2 stated and where: in its answer section, else (small models often answer
     inside their thinking and then stop) in its thinking. (None, None) when it stated none."""
-    from soma_local.scoring import extract_answer
+    from soma_local.calibration.scoring import extract_answer
 
     for where, text in (("answer", end.answer), ("thinking", end.thinking)):
         found = extract_answer(text)

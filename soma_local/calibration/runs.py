@@ -12,17 +12,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from soma_local.errors import DataError
-from soma_local.metrics import ItemResult
-from soma_local.monitors import Monitor
-from soma_local.readout import ReadoutRun
+from soma_local.jsonl import read_models
+from soma_local.calibration.metrics import ItemResult
+from soma_local.engine.monitors import Monitor
+from soma_local.calibration.readout import ReadoutRun
 from soma_local.s1.base import S1
 from soma_local.s2.base import S2Backend
-from soma_local.scoring import judge
-from soma_local.supervise import READOUT_MODES, RunConfig, supervise
-from soma_local.trace import RunEnd, TraceWriter, read_trace
+from soma_local.calibration.scoring import judge
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.engine.trace import RunEnd, TraceWriter, read_trace
 
 
 class Question(BaseModel):
@@ -36,21 +36,15 @@ class Question(BaseModel):
     answerable: bool = True
     source: str = ""
 
+    @model_validator(mode="after")
+    def _gold_where_answerable(self) -> "Question":
+        if self.answerable and self.answer is None:
+            raise ValueError(f"answerable question '{self.id}' has no answer")
+        return self
+
 
 def load_questions(path: str | Path) -> list[Question]:
-    out = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    q = Question.model_validate_json(line)
-                except ValidationError as exc:
-                    err = exc.errors()[0]
-                    raise DataError(f"{path}:{lineno}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
-                if q.answerable and q.answer is None:
-                    raise DataError(f"{path}:{lineno}: answerable question '{q.id}' has no answer")
-                out.append(q)
-    return out
+    return read_models(path, Question)
 
 
 def trace_file(out_dir: Path, question: Question) -> Path:
@@ -79,7 +73,7 @@ def run_readouts(
     """One readout trace per question under ``out_dir`` (finished ones are kept, not rerun). Several
     backends (sessions on an S2 server) keep that many questions in flight, one per backend; each
     trace is written by its own run, so concurrency changes neither the files nor their order here."""
-    if config.mode not in READOUT_MODES:
+    if config.takeovers != "branch":
         raise ValueError(f"calibration needs a readout mode, got '{config.mode}'")
     backends = [s2] if isinstance(s2, S2Backend) else list(s2)
     free: queue.SimpleQueue[S2Backend] = queue.SimpleQueue()

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Literal, Sequence
 
-from soma_local.controller import Action, Controller, Decision
-from soma_local.monitors import Monitor
+from soma_local.engine.controller import Action, Controller, Decision
+from soma_local.engine.monitors import Monitor, threshold_for
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.base import OnPiece, S2Backend, SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
-from soma_local.s2.session import Pause, PauseRule, Session
-from soma_local.trace import (
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.session import Pause, Session
+from soma_local.engine.trace import (
     Branch,
     MonitorScan,
     Reminder,
@@ -31,23 +32,48 @@ from soma_local.trace import (
     TraceWriter,
 )
 
-# soma: remind, then take over at h. remind_only: h = infinity. no_reminder: evidence from the first
-# pause, take over at h without reminding. readout: remind_only plus every possible takeover produced
-# on a branch, so the outcome under any h can be read off afterwards (``readout.py``);
-# readout_no_reminder: the same for the no_reminder variant (which calibrates its own h).
-Mode = Literal["soma", "remind_only", "no_reminder", "readout", "readout_no_reminder"]
-READOUT_MODES = ("readout", "readout_no_reminder")
+# What a monitor does when its evidence reaches h: take over ("at_h"), nothing ("never": h = inf), or
+# produce the takeover on a side branch and go on ("branch"), so that the outcome under any h can be
+# read off the one run afterwards (``calibration.readout``).
+Takeovers = Literal["at_h", "never", "branch"]
+# The run variants by name, as ``soma run --mode`` takes them and traces record them: (reminders, takeovers).
+# no_reminder and readout_no_reminder accumulate evidence from the first pause and take over without a
+# reminder, with their own calibrated h.
+MODES: dict[str, tuple[bool, Takeovers]] = {
+    "soma": (True, "at_h"),
+    "remind_only": (True, "never"),
+    "no_reminder": (False, "at_h"),
+    "readout": (True, "branch"),
+    "readout_no_reminder": (False, "branch"),
+    "scan_only": (False, "never"),
+}
+
+
+def is_readout(mode: str | None) -> bool:
+    """Whether a run of this recorded mode holds every takeover on a branch (a readout run)."""
+    return mode in MODES and MODES[mode][1] == "branch"
 
 
 @dataclass
 class RunConfig:
-    mode: Mode = "soma"
+    reminders: bool = True
+    takeovers: Takeovers = "at_h"
     thresholds: dict[str, float] = field(default_factory=dict)  # per monitor; default from the file
     pause: PauseRule = field(default_factory=PauseRule)
     max_tokens: int = 32768
     thinking: ThinkingFormat | None = None  # None: detect from the GGUF
     sampling: SamplingParams | None = None  # set at the start so a run is reproducible from its seed
     extra_system: str | None = None
+
+    @classmethod
+    def of_mode(cls, mode: str, **kwargs) -> "RunConfig":
+        reminders, takeovers = MODES[mode]
+        return cls(reminders=reminders, takeovers=takeovers, **kwargs)
+
+    @property
+    def mode(self) -> str:
+        """The variant's name (``MODES``), as the trace records it."""
+        return next(name for name, flags in MODES.items() if flags == (self.reminders, self.takeovers))
 
 
 @dataclass
@@ -66,9 +92,7 @@ def reminder_paragraph(monitor: Monitor) -> str:
 
 
 def _threshold(monitor: Monitor, config: RunConfig) -> float:
-    if config.mode == "remind_only" or config.mode in READOUT_MODES:
-        return math.inf
-    return config.thresholds.get(monitor.name, monitor.default_threshold)
+    return threshold_for(monitor, config.thresholds) if config.takeovers == "at_h" else math.inf
 
 
 def _scan(s1: S1 | None, monitors: Sequence[Monitor], task: str, reasoning: str):
@@ -123,10 +147,12 @@ def supervise(
         eos_token=s2.eos_token,
     )
     controllers = {
-        m.name: Controller(_threshold(m, config), remind=config.mode not in ("no_reminder", "readout_no_reminder"))
+        m.name: Controller(_threshold(m, config), remind=config.reminders)
         for m in monitors
     }
     cut = s1.task_cut(question, [m.statement for m in monitors]) if monitors else None
+    if config.sampling is not None:
+        s2.set_sampling(config.sampling)
     start = RunStart(
         question=question,
         s2_model=s2.name,
@@ -139,7 +165,7 @@ def supervise(
             "line_break_slack": config.pause.slack,
             "max_tokens": config.max_tokens,
             "thinking": fmt.mode,
-            "sampling": vars(getattr(s2, "sampling", None) or {}),
+            "sampling": vars(s2.sampling),
             **({"s1_task_cut": vars(cut)} if cut else {}),
             **({"s1_version": s1.version} if monitors and s1.version else {}),
         },
@@ -147,8 +173,6 @@ def supervise(
     )
     trace.write(start)
     emit(start)
-    if config.sampling is not None:
-        s2.set_sampling(config.sampling)
     session = Session(s2, fmt, max_tokens=config.max_tokens, on_piece=on_piece)
     loop = _Loop(session, s1, monitors, controllers, config, question, trace, emit)
     try:
@@ -268,7 +292,7 @@ class _Loop:
             self.emit(ThinkingClosed("takeover", t.prefill))
             session.write_answer(t.max_tokens)
             return True
-        if config.mode in READOUT_MODES:
+        if config.takeovers == "branch":
             for m in monitors:
                 d = decisions[m.name]
                 # Every pause where some finite h would take over: S > 0 without a reminder now.

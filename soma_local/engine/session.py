@@ -5,24 +5,12 @@ Backend-independent: the same pause rule and bookkeeping serve llama.cpp in-proc
 
 from __future__ import annotations
 
-import codecs
 from dataclasses import dataclass, field
 
+from soma_local.engine.pauses import PauseRule
 from soma_local.s2.base import Chunk, OnPiece, S2Backend
 from soma_local.s2.formats import Prompt, ThinkingFormat, prompt_ids
-from soma_local.trace import TokenCounts
-
-
-@dataclass(frozen=True)
-class PauseRule:
-    """Pause after ``interval`` thinking tokens at the next line break, or ``slack`` tokens later."""
-
-    interval: int = 256
-    slack: int = 128
-
-    def __post_init__(self) -> None:
-        if self.interval <= 0 or self.slack < 0:
-            raise ValueError("scan interval must be > 0 and line-break slack >= 0")
+from soma_local.engine.trace import TokenCounts
 
 
 @dataclass
@@ -178,14 +166,3 @@ class Session:
         self._answer += chunk.data
         self._output += chunk.data
 
-
-def incremental_printer(write) -> OnPiece:
-    """Turn token bytes into text for a stream without breaking multi-byte characters."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def on_piece(data: bytes) -> None:
-        text = decoder.decode(data)
-        if text:
-            write(text)
-
-    return on_piece

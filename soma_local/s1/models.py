@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from soma_local.errors import ModelFileError
 from soma_local.s1 import cues
 
-S1_MODELS_DIR = Path(__file__).resolve().parent.parent / "s1_models"
+S1_MODELS_DIR = Path(__file__).resolve().parents[2] / "s1_models"
 DEFAULT_S1_MODEL = "minilm-reader"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "head.safetensors"

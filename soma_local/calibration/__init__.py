@@ -1,0 +1,1 @@
+"""Calibration layer: single-run readout, threshold choice, readout runs, trace replay, metrics and reports."""

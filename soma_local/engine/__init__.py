@@ -1,0 +1,1 @@
+"""Engine layer: monitors, the controller, the pause schedule, a reasoning session, the supervise loop, traces."""

@@ -1,0 +1,46 @@
+"""The package layout is a stack of layers: a module imports only from its own layer or the ones below,
+so no package depends on one above it and there are no circles between packages. Function-level
+imports count too (they are imports all the same)."""
+
+import ast
+from pathlib import Path
+
+import soma_local
+
+# Lowest first. The top-level modules (errors, data_dir) are the ground every layer stands on.
+LAYERS = ["", "s2", "s1", "engine", "calibration", "serve", "bench", "cli"]
+ROOT = Path(soma_local.__file__).parent
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (ROOT / parts[1]).is_dir()) else ""
+
+
+def _imports(path: Path):
+    """(line, module) of every import of a soma_local module; ``from a import b`` counts as importing
+    ``a.b`` where that is a module of its own."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("soma_local"):
+            for alias in node.names:
+                sub = Path(*node.module.split(".")[1:], alias.name)
+                is_module = (ROOT / sub).is_dir() or (ROOT / sub).with_suffix(".py").is_file()
+                yield node.lineno, f"{node.module}.{alias.name}" if is_module else node.module
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names if a.name.startswith("soma_local"))
+
+
+def test_every_package_is_a_known_layer():
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(LAYERS) - {""}
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = "soma_local." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        mine = LAYERS.index(_layer(module))
+        for line, target in _imports(path):
+            if target.startswith("soma_local.") and LAYERS.index(_layer(target)) > mine:
+                wrong.append(f"{path.relative_to(ROOT.parent)}:{line} ({_layer(module) or 'top'}) imports {target}")
+    assert not wrong, "\n".join(wrong)
