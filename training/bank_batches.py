@@ -1,0 +1,208 @@
+"""Draw states for the statement bank and write the batch files its readers label.
+
+    python -m training.bank_batches traces --train 1150 --dev 250 --test 300 --double 120
+    python -m training.bank_batches runs --states 350 --double 30
+
+Each state is judged against ``--per-state`` statements of as many different families, so the
+statement, not the state, decides the label: states of ``train`` and ``dev`` questions get trained
+families only; states of ``test`` questions get every held-out family and trained ones for the rest.
+A statement is a family's wording or (with ``--negation-share``) its negation, drawn at random.
+
+States are cut at the engine's scan schedule (``training.states.scan_cuts``) from the shared traces'
+training half (``traces``) or from the embedded S2 runs of ``training.s2_runs`` (``runs``, cut with
+the run's own S2 tokenizer, at ``--interval``: the demo's 128 gives a small model's short runs more
+states). References go to ``training/data/bank_states.jsonl`` (committed, no
+text); a reader's batch holds only what the reader may see: the state id, the state text and the
+statements under opaque keys (a, b, ...). ``--double`` states are also written to ``D`` batches
+for a second, independent reader with the same statements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import string
+from collections import defaultdict
+from pathlib import Path
+from typing import Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from soma_local.data_dir import data_dir
+from soma_local.engine.pauses import PauseRule
+from soma_local.errors import DataError
+from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
+from soma_local.s2.models import GgufVocab, resolve_gguf
+from training.reader_set import load_all, reserved_questions, short_model, trace_key, training_half, write_jsonl
+from training.s2_runs import S2Run, read_runs
+from training.statement_bank import Bank, Split, bank_split, load_bank
+from training.states import scan_cuts
+
+HERE = Path(__file__).resolve().parent
+REFS = HERE / "data" / "bank_states.jsonl"
+BATCHES = HERE / "runs" / "bank_batches"
+
+
+class BankState(BaseModel):
+    """One bank state by reference, and the statements its reader judges (opaque key -> bank key)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    sid: str
+    source: Literal["trace", "run"]
+    dataset: str
+    model: str
+    question_id: str
+    answerable: bool
+    run_id: str | None = None  # source "run": the row of training/data/s2_runs.jsonl
+    cut_char: int  # trace: offset into the trace's output; run: offset into the run's thinking
+    split: Split
+    statements: dict[str, str]
+
+
+def read_states(path: Path = REFS) -> list[BankState]:
+    if not path.is_file():
+        return []
+    return [BankState.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class Texts:
+    """Rebuilds state text from references: the shared traces in the data directory and the S2 runs."""
+
+    def __init__(self, root: Path | None = None):
+        traces = load_all(root or data_dir())
+        self.traces = {trace_key(t.dataset, t.model, t.question_id): t for t in traces}
+        self.questions = {t.question_id: t.question for t in traces}
+        self.runs = {r.run_id: r for r in read_runs()}
+
+    def state(self, ref: BankState) -> str:
+        if ref.source == "trace":
+            trace = self.traces.get(trace_key(ref.dataset, ref.model, ref.question_id))
+            if trace is None:
+                raise DataError(f"{ref.sid}: no trace {ref.dataset}/{ref.model}/{ref.question_id} in the data directory")
+            task, thinking = trace.question, trace.output[: ref.cut_char][trace.thinking_start :]
+        else:
+            run = self.runs.get(ref.run_id or "")
+            if run is None:
+                raise DataError(f"{ref.sid}: no run {ref.run_id} in training/data/s2_runs.jsonl")
+            task, thinking = self.questions[run.question_id], run.thinking[: ref.cut_char]
+        return f"Task: {task}\n\nReasoning so far: {limit_h(thinking.strip(chr(10)))}"
+
+
+def choose_statements(bank: Bank, split: Split, rng: random.Random, per_state: int, negation_share: float) -> dict[str, str]:
+    """``per_state`` statements from as many families (every held-out family on a test state)."""
+    families = list(bank.held_out) if split == "test" else []
+    families += rng.sample(bank.trained, per_state - len(families))
+    rng.shuffle(families)
+    keys = {}
+    for letter, family in zip(string.ascii_lowercase, families):
+        i = rng.randrange(len(family.wordings))
+        keys[letter] = f"{family.id}.{i}" + (".not" if rng.random() < negation_share else "")
+    return keys
+
+
+def _draw(candidates: Sequence[tuple], targets: dict[Split, int], rng: random.Random, per_trace: int) -> list[tuple]:
+    """Up to ``per_trace`` cuts of each trace, then ``targets[split]`` states per split."""
+    by_split: dict[Split, list[tuple]] = defaultdict(list)
+    for item in candidates:
+        *_, cuts, split = item
+        for cut in rng.sample(cuts, min(per_trace, len(cuts))):
+            by_split[split].append((*item[:-2], cut, split))
+    out = []
+    for split, n in targets.items():
+        pool = by_split[split]
+        if len(pool) < n:
+            raise DataError(f"{split}: only {len(pool)} cuts to draw from, {n} wanted")
+        out += rng.sample(pool, n)
+    rng.shuffle(out)
+    return out
+
+
+def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random) -> list[dict]:
+    root = data_dir()
+    traces = load_all(root)
+    train = training_half((t.dataset, t.answerable, t.question_id) for t in traces)
+    reserved = reserved_questions(root)
+    vocab = GgufVocab.from_path(resolve_gguf(None))
+    candidates = []
+    for t in traces:
+        if t.question_id in train and t.question_id not in reserved:
+            cuts = [c for c in scan_cuts(t.thinking, vocab) if t.thinking[:c].strip()]
+            if cuts:
+                candidates.append((t, cuts, bank_split(t.question_id)))
+    return [dict(source="trace", dataset=t.dataset, model=short_model(t.model), question_id=t.question_id,
+                 answerable=t.answerable, cut_char=t.thinking_start + cut, split=split)
+            for t, cut, split in _draw(candidates, targets, rng, per_trace)]
+
+
+def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule) -> list[dict]:
+    runs: list[S2Run] = read_runs()
+    if not runs:
+        raise DataError("no embedded S2 runs yet: run python -m training.s2_runs first")
+    vocabs = {m: GgufVocab.from_path(resolve_gguf(m)) for m in {r.s2_model for r in runs}}
+    candidates = []
+    for r in runs:
+        cuts = [c for c in scan_cuts(r.thinking, vocabs[r.s2_model], rule) if r.thinking[:c].strip()]
+        if cuts:
+            candidates.append((r, cuts, bank_split(r.question_id)))
+    # Each split takes its share of the cuts there are (at most ``per_trace`` of a run), up to ``total`` in all.
+    pool = {s: sum(min(per_trace, len(cuts)) for _, cuts, sp in candidates if sp == s) for s in ("train", "dev", "test")}
+    scale = min(1.0, total / max(1, sum(pool.values())))
+    targets: dict[Split, int] = {s: int(n * scale) for s, n in pool.items()}
+    return [dict(source="run", dataset=r.dataset, model=r.s2_model, question_id=r.question_id,
+                 answerable=r.answerable, run_id=r.run_id, cut_char=cut, split=split)
+            for r, cut, split in _draw(candidates, targets, rng, per_trace)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m training.bank_batches", description=__doc__.split("\n\n")[0])
+    ap.add_argument("source", choices=["traces", "runs"])
+    ap.add_argument("--train", type=int, default=1150, help="traces: states of train questions")
+    ap.add_argument("--dev", type=int, default=250, help="traces: states of dev questions")
+    ap.add_argument("--test", type=int, default=300, help="traces: states of test questions")
+    ap.add_argument("--states", type=int, default=350, help="runs: states in all")
+    ap.add_argument("--per-trace", type=int, default=3, help="at most this many cuts of one trace or run")
+    ap.add_argument("--interval", type=int, default=256,
+                    help="runs: the scan interval they are cut at (the demo scans every 128 tokens)")
+    ap.add_argument("--per-state", type=int, default=8, help="statements judged on each state")
+    ap.add_argument("--negation-share", type=float, default=0.15)
+    ap.add_argument("--double", type=int, default=120, help="states labelled twice")
+    ap.add_argument("--batch-size", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    bank = load_bank()
+    prefix = "g" if args.source == "traces" else "e"
+    existing = read_states()
+    if any(s.sid.startswith(prefix) for s in existing):
+        raise DataError(f"{REFS} already has {args.source} states ({prefix}*); delete them to draw again")
+    rng = random.Random(f"{args.seed}:{args.source}")
+    drawn = (trace_states({"train": args.train, "dev": args.dev, "test": args.test}, args.per_trace, rng)
+             if args.source == "traces" else run_states(args.states, args.per_trace, rng, PauseRule(args.interval)))
+    states = [BankState(sid=f"{prefix}{i:05d}", statements=choose_statements(bank, d["split"], rng, args.per_state,
+                                                                               args.negation_share), **d)
+              for i, d in enumerate(drawn)]
+    write_jsonl(REFS, (s.model_dump(exclude_none=True) for s in [*existing, *states]))
+    texts = Texts()
+
+    def row(s: BankState) -> dict:
+        return {"sid": s.sid, "state": texts.state(s),
+                "statements": {k: bank.statement(v) for k, v in s.statements.items()}}
+
+    BATCHES.mkdir(parents=True, exist_ok=True)
+    letter = prefix.upper()
+    batches = [states[i : i + args.batch_size] for i in range(0, len(states), args.batch_size)]
+    for n, batch in enumerate(batches, 1):
+        write_jsonl(BATCHES / f"{letter}{n:03d}.jsonl", (row(s) for s in batch))
+    doubles = random.Random(f"{args.seed}:double").sample(states, min(args.double, len(states)))
+    for n in range(0, len(doubles), args.batch_size):
+        write_jsonl(BATCHES / f"D{letter}{n // args.batch_size + 1:03d}.jsonl",
+                    (row(s) for s in doubles[n : n + args.batch_size]))
+    pairs = sum(len(s.statements) for s in states)
+    print(f"{len(states)} states, {pairs} (state, statement) pairs -> {REFS.relative_to(HERE.parent)}; "
+          f"{len(batches)} batches {letter}* and doubles D{letter}* in {BATCHES.relative_to(HERE.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
