@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from soma_local.calibration.thresholds import H_GRID, Objective, choose_threshold  # noqa: E402
 from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.errors import DataError  # noqa: E402
-from soma_local.calibration.metrics import Metrics, summarize  # noqa: E402
+from soma_local.calibration.metrics import ItemResult, Metrics, summarize  # noqa: E402
 from soma_local.s2.models import GgufVocab, resolve_gguf  # noqa: E402
 from soma_local.calibration.replay import ScannedTrace, replay_item  # noqa: E402
 from soma_local.calibration.report import pct  # noqa: E402
@@ -81,8 +81,12 @@ def half_of(qid: str, held: set[str]) -> str:
     return "calibration" if qid in held else "test"
 
 
+def outcomes(items: list[ScannedTrace]) -> dict[float, list[ItemResult]]:
+    return {h: [replay_item(t, h, abstaining_takeover=True) for t in items] for h in (*H_GRID, math.inf)}
+
+
 def grid(items: list[ScannedTrace]) -> dict[float, Metrics]:
-    return {h: summarize([replay_item(t, h, abstaining_takeover=True) for t in items]) for h in (*H_GRID, math.inf)}
+    return {h: summarize(out) for h, out in outcomes(items).items()}
 
 
 def cells(m: Metrics, vanilla: Metrics) -> str:
@@ -187,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         chosen = {}
         print(f"\n== {model}: h calibrated on {len(cal_keys)} traces [{objective.describe()}]")
         for name, source in (("S1", s1_by_key), ("reader", by_reader)):
-            choice = choose_threshold(grid([source[k] for k in cal_keys]), objective)
+            choice = choose_threshold(outcomes([source[k] for k in cal_keys]), objective)
             chosen[name] = choice.threshold
             note = choice.refused()
-            print(f"{name}: h = {choice.threshold:g}" + (f"; {note}" if note else ""))
+            print(f"{name}: h = {choice.threshold:g}; {choice.evidence()}" + (f"; {note}" if note else ""))
         for dataset in sorted({k[0] for k in by_reader if k[1] == model and k[2] not in held}):
             keys = [trace_key(t.dataset, t.model, t.id) for t in s1_traces
                     if (t.dataset, short_model(t.model)) == (dataset, model) and t.id not in held]

@@ -1,4 +1,5 @@
-"""Threshold choice and the calibration file: pure, over metrics computed from item results."""
+"""Threshold choice and the calibration file: pure, over per-question outcomes (the paper's point rule
+here; the confidence-bound rule in test_selection.py)."""
 
 import math
 
@@ -14,21 +15,24 @@ from soma_local.calibration.thresholds import (
     resolve_thresholds,
     save_entry,
 )
+from soma_local.calibration.selection import Selection
 from soma_local.errors import DataError
 from soma_local.calibration.metrics import ItemResult, summarize
 from soma_local.engine.monitors import resolve_monitors
 
+POINT = Selection(rule="point")
+
 
 def _items(spec):
     """spec: (answerable, abstained, correct, tokens) per question."""
-    return summarize([ItemResult(id=str(i), answerable=a, abstained=b, correct=c, tokens=t)
-                      for i, (a, b, c, t) in enumerate(spec)])
+    return [ItemResult(id=str(i), answerable=a, abstained=b, correct=c, tokens=t) for i, (a, b, c, t) in enumerate(spec)]
 
 
 def test_metrics_follow_the_papers_definitions():
-    m = _items([(True, False, True, 100), (True, True, False, 50), (False, True, False, 30), (False, False, False, 20)])
+    m = summarize(_items([(True, False, True, 100), (True, True, False, 50), (False, True, False, 30),
+                          (False, False, False, 20)]))
     assert (m.accuracy, m.false_abstention, m.abstention, m.tokens) == (0.5, 0.5, 0.5, 50)
-    only_answerable = _items([(True, False, True, 10)])
+    only_answerable = summarize(_items([(True, False, True, 10)]))
     assert only_answerable.abstention is None
 
 
@@ -39,13 +43,13 @@ def test_overthinking_takes_the_fewest_tokens_among_thresholds_that_keep_accurac
         2.0: _items([(True, False, True, 400), (True, False, True, 300)]),
         math.inf: _items([(True, False, True, 900), (True, False, True, 800)]),
     }
-    choice = choose_threshold(grid, Objective(kind="fewest_tokens"))
+    choice = choose_threshold(grid, Objective(kind="fewest_tokens"), POINT)
     assert choice.threshold == 1.0
     assert [c.eligible for c in choice.candidates] == [False, True, True, True]
     assert choice.refused() == ("refused h=0.25 (100 vs 250 mean tokens): accuracy 100.0 -> 50.0 %, "
                                 "1 of 2 answerable question(s); --delta 0.500 would admit it")
     # A tolerance of one question in two lets the cheapest threshold in, and nothing better is refused.
-    relaxed = choose_threshold(grid, Objective(kind="fewest_tokens", delta=0.5))
+    relaxed = choose_threshold(grid, Objective(kind="fewest_tokens", delta=0.5), POINT)
     assert relaxed.threshold == 0.25 and relaxed.refused() is None
 
 
@@ -57,7 +61,7 @@ def test_the_refused_setting_named_is_the_guards_nearest_miss():
         1.0: _items([(True, True, False, 10)] + [ok] * 9 + [(False, True, False, 10)] * 3 + [(False, False, False, 10)]),
         math.inf: _items([ok] * 10 + [(False, False, False, 10)] * 4),
     }
-    choice = choose_threshold(grid, Objective(kind="abstention"))
+    choice = choose_threshold(grid, Objective(kind="abstention"), POINT)
     assert choice.threshold == math.inf
     assert choice.refused() == ("refused h=1 (Abs - FA 65.0 vs 0.0 points): accuracy 100.0 -> 90.0 %, "
                                 "1 of 10 answerable question(s); --delta 0.100 would admit it")
@@ -70,15 +74,16 @@ def test_unanswerable_maximises_abstention_minus_weighted_false_abstention():
         3.0: _items([(True, True, False, 80), (True, False, True, 90), (False, True, False, 60), (False, False, False, 99)]),
         math.inf: _items([(True, False, False, 90), (True, False, True, 90), (False, False, False, 99), (False, False, False, 99)]),
     }
-    assert choose_threshold(grid, Objective(kind="abstention")).threshold == 1.0  # 1.0 - 0.5 beats 0.5 - 0.5
+    assert choose_threshold(grid, Objective(kind="abstention"), POINT).threshold == 1.0  # 1.0 - 0.5 beats 0.5 - 0.5
     # Weighting false abstentions 3x makes taking over not worth it at all.
-    assert choose_threshold(grid, Objective(kind="abstention", fa_weight=3.0)).threshold == math.inf
+    assert choose_threshold(grid, Objective(kind="abstention", fa_weight=3.0), POINT).threshold == math.inf
 
 
-def test_ties_go_to_fewer_tokens_then_to_the_larger_threshold():
-    same = _items([(True, False, True, 100)])
-    choice = choose_threshold({1.0: same, 2.0: same, math.inf: _items([(True, False, True, 500)])},
-                              Objective(kind="fewest_tokens"))
+@pytest.mark.parametrize("rule", ["point", "bound"])
+def test_ties_go_to_fewer_tokens_then_to_the_larger_threshold(rule):
+    same = _items([(True, False, True, 100)] * 3)
+    choice = choose_threshold({1.0: same, 2.0: same, math.inf: _items([(True, False, True, 500)] * 3)},
+                              Objective(kind="fewest_tokens"), Selection(rule=rule))
     assert choice.threshold == 2.0
 
 

@@ -53,6 +53,11 @@ def _cases(tmp_path):
         (["replay", "--traces", missing + ".jsonl"], None, [missing + ".jsonl", "no such file"]),
         (["replay", "--calibrate-share", "1.5"], None, ["--calibrate-share 1.5", "[0, 1)"]),
         (["calibrate", "--delta", "-1"], None, ["--delta -1", ">= 0"]),
+        (["calibrate", "--confidence", "1.5"], None, ["--confidence 1.5", "(0.5, 1)"]),
+        (["replay", "--confidence", "0.5"], None, ["--confidence 0.5", "(0.5, 1)"]),
+        (["replay", "--resamples", "10"], None, ["--resamples 10", ">= 100"]),
+        (["calibrate", "--selection", "median"], None, ["--selection", "invalid choice: 'median'"]),
+        (["bench", "report", str(tmp_path), "--confidence", "x"], None, ["--confidence x", "(0.5, 1)"]),
         (["calibrate", "--data", missing + ".jsonl"], None, [missing + ".jsonl", "no such file"]),
         (["bench", "run", "--method", "vanilla", "--benchmark", "gsm8k", "--limit", "0"], None, ["--limit 0", "> 0"]),
     ]

@@ -18,6 +18,7 @@ from typing import Callable
 from soma_local.bench import score
 from soma_local.bench.datasets import BENCHMARKS
 from soma_local.bench.results import ResultLine, read_results
+from soma_local.calibration.selection import Selection
 from soma_local.calibration.thresholds import monitor_objective
 from soma_local.calibration.metrics import ItemResult, Metrics, summarize
 from soma_local.engine.monitors import resolve_monitors
@@ -68,9 +69,10 @@ def _calibration(by_bench: dict, scenario: str, method: str) -> list[ResultLine]
     ]
 
 
-def rows_for(scenario: str, by_bench: dict, delta: float) -> tuple[list[Row], dict]:
+def rows_for(scenario: str, by_bench: dict, delta: float, selection: Selection = Selection()) -> tuple[list[Row], dict]:
     """The table's rows and the parameters chosen for them (with where each came from). Every
-    parameter is chosen on the calibration sets by the scenario's objective (``soma calibrate``'s)."""
+    parameter is chosen on the calibration sets by the scenario's objective (``soma calibrate``'s); h by
+    ``selection``, as ``soma calibrate`` chooses it, the baselines' parameters by the paper's point rule."""
     chosen: dict = {}
     (monitor,) = resolve_monitors([scenario])
     objective = monitor_objective(monitor, delta)
@@ -81,9 +83,17 @@ def rows_for(scenario: str, by_bench: dict, delta: float) -> tuple[list[Row], di
         chosen[label] = (value, f"calibrated on {len(cal)} questions" if cal else fallback_why)
         return value
 
-    h = tuned("SOMA h", "soma", score.calibrate_h, monitor.default_threshold, "monitor default (no calibration runs)")
-    h_nr = tuned("No-reminder h", "no_reminder", score.calibrate_h, monitor.default_threshold,
-                 "monitor default (no calibration runs)")
+    def tuned_h(label: str, method: str) -> float:
+        cal = _calibration(by_bench, scenario, method)
+        if not cal:
+            chosen[label] = (monitor.default_threshold, "monitor default (no calibration runs)")
+            return monitor.default_threshold
+        choice = score.h_choice(cal, objective, selection)
+        chosen[label] = (choice.threshold, f"calibrated on {len(cal)} questions; {choice.evidence()}")
+        return choice.threshold
+
+    h = tuned_h("SOMA h", "soma")
+    h_nr = tuned_h("No-reminder h", "no_reminder")
     rows = [Row("Vanilla", "vanilla", score.plain)]
     if scenario == "overthinking":
         budget = tuned("BF budget", "budget_forcing", score.calibrate_budget, None, "no calibration runs: unforced")
@@ -131,9 +141,9 @@ def _tok(x: float | None, base: float | None) -> str:
     return "-" if not base else f"{100 * (x - base) / base:+.0f}%"
 
 
-def scenario_report(model: str, scenario: str, by_bench: dict, delta: float):
+def scenario_report(model: str, scenario: str, by_bench: dict, delta: float, selection: Selection = Selection()):
     """Markdown lines, CSV rows and plot points for one model and scenario."""
-    rows, chosen = rows_for(scenario, by_bench, delta)
+    rows, chosen = rows_for(scenario, by_bench, delta, selection)
     tests = [b for b in by_bench if not BENCHMARKS[b].calibration and BENCHMARKS[b].scenario == scenario]
     per_bench = {b: _table(rows, by_bench[b]) for b in tests}
     per_bench = {b: t for b, t in per_bench.items() if t}
@@ -303,13 +313,13 @@ def pareto_plot(points: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_reports(results: Path, out: Path, delta: float = 0.0) -> list[Path]:
+def write_reports(results: Path, out: Path, delta: float = 0.0, selection: Selection = Selection()) -> list[Path]:
     data = load(results)
     out.mkdir(parents=True, exist_ok=True)
     md, csv_rows, plot = ["# Benchmark tables", "", *READING_KEY, ""], [], defaultdict(dict)
     for model, by_bench in data.items():
         for scenario in ("overthinking", "unanswerable"):
-            lines, rows, points = scenario_report(model, scenario, by_bench, delta)
+            lines, rows, points = scenario_report(model, scenario, by_bench, delta, selection)
             md += lines
             csv_rows += rows
             plot[model][scenario] = points

@@ -4,7 +4,8 @@ Abstention is checked before grading (DESIGN.md). Tokens follow the paper's acco
 answer + anything extra a method generated (probes). The sweeps (SOMA's readout, budget forcing,
 Dynasor) carry every operating point in one run; reading one off counts only what that operating
 point would have generated, never the other points' branches. Outcomes are ``metrics.ItemResult``
-and every tuned parameter is chosen by ``calibrate.choose_setting``, as ``soma calibrate`` chooses h.
+and h is chosen by ``thresholds.choose_threshold``, the function ``soma calibrate`` and ``soma replay``
+choose it with; the baselines' parameters by the paper's point rule (``thresholds.choose_setting``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 from soma_local.bench.methods.dynasor import EXIT_CONCLUSION, exit_prefill
 from soma_local.bench.results import ResultLine
-from soma_local.calibration.thresholds import H_GRID, Objective, choose_setting
+from soma_local.calibration.selection import Selection
+from soma_local.calibration.thresholds import H_GRID, Choice, Objective, choose_setting, choose_threshold
 from soma_local.calibration.metrics import ItemResult, summarize
 from soma_local.calibration.readout import ReadoutRun
 from soma_local.calibration.scoring import extract_answer, grade, is_abstention
@@ -96,8 +98,14 @@ def choose(
     return choose_setting(grid, objective, summarize([reference(line) for line in lines]))
 
 
-def calibrate_h(lines: Sequence[ResultLine], objective: Objective) -> float:
-    return choose(lines, (*H_GRID, math.inf), readout_at, lambda line: readout_at(line, math.inf), objective)
+def h_choice(lines: Sequence[ResultLine], objective: Objective, selection: Selection = Selection()) -> Choice:
+    """SOMA's (or the no-reminder ablation's) h on the calibration lines, with its evidence."""
+    return choose_threshold({h: [readout_at(line, h) for line in lines] for h in (*H_GRID, math.inf)}, objective,
+                            selection)
+
+
+def calibrate_h(lines: Sequence[ResultLine], objective: Objective, selection: Selection = Selection()) -> float:
+    return h_choice(lines, objective, selection).threshold
 
 
 def calibrate_budget(lines: Sequence[ResultLine], objective: Objective) -> int | None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from soma_local.calibration.metrics import Metrics
+
+if TYPE_CHECKING:
+    from soma_local.calibration.thresholds import Choice
 
 # Paper Table 3 (unanswerable, SOMA with Jev as S1; §5 text): abstention on unanswerable questions,
 # per benchmark and averaged, vanilla -> SOMA, and token change. The shared traces are greedy with a
@@ -54,6 +57,25 @@ def table(rows: Sequence[tuple[str, Metrics]], baseline: Metrics | None = None) 
 
 def h_label(h: float) -> str:
     return "inf" if math.isinf(h) else f"{h:g}"
+
+
+def effects_table(choice: Choice) -> str:
+    """Every h's effects against h = inf on the calibration questions, with their bounds: what the rule
+    saw. ``*`` marks the chosen h; "out" in the guard column an h whose accuracy loss (its upper bound,
+    under the bound rule) exceeds --delta."""
+    tokens = choice.objective.kind == "fewest_tokens"
+    gain = "gain (tok/question)" if tokens else "gain (points)"
+    head = f"{'setting':<12}{gain:<24}{'dAcc (points)':<24}{'dFA (points)':<24}guard"
+    lines = [f"effects against h=inf, each bound at {choice.level}; rule: {choice.selection.describe()}", head,
+             "-" * len(head)]
+    for c in choice.candidates:
+        e = c.effects
+        cells = [e.gain.text(1.0, 0) if tokens else e.gain.text()]
+        cells += ["-" if x is None else x.text() for x in (e.accuracy, e.false_abstention)]
+        mark = " *" if c.threshold == choice.threshold else ""
+        row = f"{'h=' + h_label(c.threshold) + mark:<12}" + "".join(f"{x:<24}" for x in cells)
+        lines.append(row + "out" if not c.eligible else row.rstrip())
+    return "\n".join(lines)
 
 
 def _panels(objective: str) -> list[tuple[str, str, bool]]:

@@ -1,9 +1,13 @@
 """Threshold calibration (paper §3.4) and the calibration file ``soma run`` reads its h from.
 
 A takeover is irreversible, so h is chosen on calibration sets under a guard: among the thresholds of
-a grid whose accuracy stays within ``delta`` of the reference (by default the same runs with no
-takeover, h = inf), pick the best by an explicit objective. Choosing is pure; only the file helpers at
-the bottom touch the disk.
+a grid whose accuracy stays within ``delta`` of the reference (the same runs with no takeover,
+h = inf), pick the best by an explicit objective. Calibration sets are small, so by default "best" and
+"within delta" are judged by confidence bounds from a paired bootstrap of the calibration questions
+(``selection``): an h must beat h = inf with confidence, and the accuracy it could lose is its upper
+bound, not its point estimate. The paper's point rule stays available (``Selection(rule="point")``).
+``choose_threshold`` is the one place h is chosen (``soma calibrate``, ``soma replay``, the bench).
+Choosing is pure; only the file helpers at the bottom touch the disk.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal, Mapping, Sequence, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from soma_local.calibration.metrics import Metrics
+from soma_local.calibration.metrics import ItemResult, Metrics, summarize
+from soma_local.calibration.selection import EPS, Changes, Effects, Selection, aligned, effects
 from soma_local.engine.monitors import Monitor, ObjectiveKind, threshold_for
 from soma_local.errors import DataError
 
@@ -39,12 +45,21 @@ class Objective(BaseModel):
     delta: float = Field(default=0.0, ge=0.0)
     fa_weight: float = Field(default=1.0, ge=0.0)
 
-    def value(self, m: Metrics) -> float:
+    def _of(self, abstention, false_abstention, tokens):
+        """The objective from its rates: floats for a setting's value, or arrays of the rates' changes for
+        its gain (the objective is linear in the rates, so its gain is its value at their changes)."""
         if self.kind == "fewest_tokens":
-            return -m.tokens
-        if m.abstention is None:
+            return -tokens
+        if abstention is None:
             raise DataError("the abstention objective needs unanswerable questions in the calibration set")
-        return m.abstention - self.fa_weight * (m.false_abstention or 0.0)
+        return abstention - self.fa_weight * (0.0 if false_abstention is None else false_abstention)
+
+    def value(self, m: Metrics) -> float:
+        return self._of(m.abstention, m.false_abstention, m.tokens)
+
+    def gain(self, changes: Changes) -> np.ndarray:
+        """The objective's gain over the reference, per resample and setting (``selection.effects``)."""
+        return self._of(changes.abstention, changes.false_abstention, changes.tokens)
 
     def describe(self) -> str:
         goal = "fewest tokens" if self.kind == "fewest_tokens" else f"max Abs - {self.fa_weight:g}*FA"
@@ -67,83 +82,155 @@ H_GRID: tuple[float, ...] = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 
 
 
 class Candidate(BaseModel):
+    """One h on the calibration questions: its metrics, the objective's point value, its effects against
+    h = inf with their bounds, and whether the accuracy guard (as the selection rule reads it) admits it."""
+
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     threshold: float
     metrics: Metrics
     eligible: bool
     value: float
+    effects: Effects
 
 
 class Choice(BaseModel):
+    """The calibrated h with every candidate's evidence, and the words that explain it."""
+
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     threshold: float
     objective: Objective
+    selection: Selection
     reference: Metrics
     candidates: list[Candidate]
 
+    @property
+    def chosen(self) -> Candidate:
+        return next(c for c in self.candidates if c.threshold == self.threshold)
+
+    def score(self, c: Candidate) -> float:
+        """What the rule ranks by: the point value, or the lower bound of the gain over h = inf."""
+        return c.value if self.selection.rule == "point" else c.effects.gain.low
+
+    def loss(self, c: Candidate) -> float:
+        """What the guard holds to ``delta``: accuracy lost at the point, or its upper bound."""
+        if self.selection.rule == "point":
+            return (self.reference.accuracy or 0.0) - (c.metrics.accuracy or 0.0)
+        return -c.effects.accuracy.low if c.effects.accuracy is not None else 0.0
+
+    @property
+    def level(self) -> str:
+        return f"{100 * self.selection.confidence:g} %"
+
+    def evidence(self) -> str:
+        """What the calibration questions say about the chosen h, as the commands print it and the run
+        header shows it: its gain and false-abstention change with their bounds, or why h = inf."""
+        if why := self.why_reference():
+            return why
+        return f"{self.chosen.effects.describe(self.objective.kind)} ({self.level} bounds)"
+
+    def why_reference(self) -> str | None:
+        """Why no h was taken over h = inf (None when one was)."""
+        if not math.isinf(self.threshold):
+            return None
+        others = [c for c in self.candidates if c.threshold != self.threshold and c.eligible]
+        n = self.reference.n
+        if not others:
+            guard = "its upper bound" if self.selection.rule == "bound" else "the point estimate"
+            return f"no h keeps accuracy within --delta {self.objective.delta:g} of h=inf ({guard}, {n} questions)"
+        best = max(others, key=lambda c: (round(c.effects.gain.point, 9), -c.metrics.tokens, c.threshold))
+        kept_out = any(not c.eligible and c.effects.gain.point > EPS for c in self.candidates)
+        if best.effects.gain.point <= EPS:
+            return f"no h{' the guard admits' if kept_out else ''} gains over h=inf on these {n} questions"
+        # (The point rule takes any admitted h that gains, so only the bound rule gets here.)
+        admitted = " the guard admits" if self.refused() else ""
+        return (f"no h{admitted} beats h=inf with {self.level} confidence on these {n} questions (the best, "
+                f"h={best.threshold:g}: {best.effects.describe(self.objective.kind)}; its gain's lower bound is "
+                "not above 0)")
+
     def refused(self) -> str | None:
         """A setting the objective prefers but the accuracy guard kept out (the nearest miss), and by how
-        many questions.
+        much.
 
         On a small calibration set one answerable question can be all that stands between a useful h and
         never taking over; the user choosing ``--delta`` or a larger set should see that, not just inf."""
-        chosen = next(c for c in self.candidates if c.threshold == self.threshold)
-        better = [c for c in self.candidates if not c.eligible and round(c.value, 9) > round(chosen.value, 9)]
+        chosen = self.chosen
+        better = [c for c in self.candidates if not c.eligible and round(self.score(c), 9) > round(self.score(chosen), 9)]
         if not better or self.reference.accuracy is None:
             return None
         # The one the guard missed by the least: what a slightly larger delta, or one question, would change.
-        nearest = min(better, key=lambda c: (-(c.metrics.accuracy or 0.0), -round(c.value, 9), c.metrics.tokens))
+        nearest = min(better, key=lambda c: (round(self.loss(c), 9), -round(self.score(c), 9), c.metrics.tokens))
         ref, m = self.reference.accuracy, nearest.metrics.accuracy or 0.0
         lost = round((ref - m) * nearest.metrics.n_answerable)
-        delta = math.ceil((ref - m) * 1000 - 1e-6) / 1000  # the guard's floor allows for rounding (_EPS)
-        if self.objective.kind == "abstention":
-            gain = f"Abs - FA {100 * nearest.value:.1f} vs {100 * chosen.value:.1f} points"
+        delta = math.ceil(self.loss(nearest) * 1000 - 1e-6) / 1000  # the guard's floor allows for rounding (_EPS)
+        if self.selection.rule == "bound":
+            gain = nearest.effects.describe(self.objective.kind)
+            bound = f", up to {100 * self.loss(nearest):.1f} points lost at the {self.level} bound"
+        elif self.objective.kind == "abstention":
+            gain, bound = f"Abs - FA {100 * nearest.value:.1f} vs {100 * chosen.value:.1f} points", ""
         else:
-            gain = f"{-nearest.value:.0f} vs {-chosen.value:.0f} mean tokens"
+            gain, bound = f"{-nearest.value:.0f} vs {-chosen.value:.0f} mean tokens", ""
         return (f"refused h={nearest.threshold:g} ({gain}): accuracy {100 * ref:.1f} -> {100 * m:.1f} %, "
-                f"{lost} of {nearest.metrics.n_answerable} answerable question(s); --delta {delta:.3f} would admit it")
+                f"{lost} of {nearest.metrics.n_answerable} answerable question(s){bound}; "
+                f"--delta {delta:.3f} would admit it")
 
 
-def _candidates(grid: Mapping[K, Metrics], objective: Objective, reference: Metrics) -> list[tuple[K, Metrics, bool, float]]:
-    floor = None if reference.accuracy is None else reference.accuracy - objective.delta - _EPS
-    return [
-        (key, m, floor is None or (m.accuracy is not None and m.accuracy >= floor), objective.value(m))
-        for key, m in sorted(grid.items())
-    ]
+def _within(loss: float, objective: Objective) -> bool:
+    """The accuracy guard: a loss (point or bound) no larger than ``delta`` (rounding allowed for)."""
+    return loss <= objective.delta + _EPS
 
 
-def _best(candidates: list[tuple[K, Metrics, bool, float]], objective: Objective) -> K:
-    eligible = [c for c in candidates if c[2]]
-    if not eligible:
-        raise DataError(f"no setting keeps accuracy within {objective.delta:g} of the reference")
-    return max(eligible, key=lambda c: (round(c[3], 9), -c[1].tokens, c[0]))[0]
+def _best(options: Sequence[tuple[K, float, float]]) -> K:
+    """The best (key, score, tokens): the highest score; ties go to fewer tokens, then to the larger
+    (more cautious) key."""
+    return max(options, key=lambda o: (round(o[1], 9), -o[2], o[0]))[0]
 
 
 def choose_setting(grid: Mapping[K, Metrics], objective: Objective, reference: Metrics) -> K:
-    """The rule for any tuned parameter (h, a budget, Dynasor's interval and k): the best eligible
-    option by ``objective``; ties go to fewer tokens, then to the larger (more cautious) option."""
-    return _best(_candidates(grid, objective, reference), objective)
+    """The paper's point rule for a tuned baseline parameter (a budget, Dynasor's interval and k): the
+    best eligible option by ``objective`` against the untuned run, which need not be an option. h is
+    chosen by ``choose_threshold``, which knows how few questions decided it."""
+    ok = [
+        (key, objective.value(m), m.tokens) for key, m in sorted(grid.items())
+        if reference.accuracy is None or (m.accuracy is not None and _within(reference.accuracy - m.accuracy, objective))
+    ]
+    if not ok:
+        raise DataError(f"no setting keeps accuracy within {objective.delta:g} of the reference")
+    return _best(ok)
 
 
 def choose_threshold(
-    grid: Mapping[float, Metrics], objective: Objective, reference: Metrics | None = None
+    outcomes: Mapping[float, Sequence[ItemResult]], objective: Objective, selection: Selection = Selection()
 ) -> Choice:
-    """The calibrated h, with every candidate's metrics. ``grid`` maps each h (math.inf = never take
-    over) to its metrics on the calibration set; ``reference`` defaults to ``grid[inf]``, which is
-    therefore always eligible."""
-    if reference is None:
-        if math.inf not in grid:
-            raise DataError("the grid needs h = inf (no takeover) as the reference, or pass a reference")
-        reference = grid[math.inf]
-    candidates = _candidates(grid, objective, reference)
-    return Choice(
-        threshold=_best(candidates, objective),
-        objective=objective,
-        reference=reference,
-        candidates=[Candidate(threshold=h, metrics=m, eligible=ok, value=v) for h, m, ok, v in candidates],
+    """The calibrated h, with every candidate's metrics and effects. ``outcomes`` maps each h of the grid
+    to its per-question outcomes on the calibration questions, aligned by question; h = inf (never take
+    over) is the reference and must be there.
+
+    ``selection.rule == "bound"``: an h is eligible when the upper bound of the accuracy it loses against
+    h = inf is within ``objective.delta``; among eligible ones whose gain has a lower bound above 0, the
+    highest lower bound wins; none: h = inf (``Choice.why_reference`` says why). ``"point"``: the paper's
+    rule on point estimates. Either way ties go to fewer tokens, then to the larger h."""
+    if math.inf not in outcomes:
+        raise DataError("the grid needs h = inf (no takeover) as the reference")
+    reference_items = outcomes[math.inf]
+    if not reference_items:
+        raise DataError("no calibration questions to choose h on")
+    aligned(outcomes, reference_items)
+    hs = sorted(outcomes)
+    metrics = {h: summarize(outcomes[h]) for h in hs}
+    fx = dict(zip(hs, effects([outcomes[h] for h in hs], reference_items, objective.gain, selection)))
+    choice = Choice(
+        threshold=math.inf, objective=objective, selection=selection, reference=metrics[math.inf],
+        candidates=[Candidate(threshold=h, metrics=metrics[h], eligible=False, value=objective.value(metrics[h]),
+                              effects=fx[h]) for h in hs],
     )
+    for c in choice.candidates:
+        c.eligible = choice.reference.accuracy is None or _within(choice.loss(c), objective)
+    contenders = [c for c in choice.candidates if c.eligible and (
+        selection.rule == "point" or math.isinf(c.threshold) or c.effects.gain.low > EPS)]
+    choice.threshold = _best([(c.threshold, choice.score(c), c.metrics.tokens) for c in contenders])
+    return choice
 
 
 # ---- the calibration file ---------------------------------------------------------------------------
@@ -168,10 +255,21 @@ class CalibrationEntry(BaseModel):
     n_questions: int
     results: str  # the readout results file the choice was made from
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    # How h was chosen and what the calibration questions said about it (absent in files written before
+    # selection knew its sample size; such an entry still loads and is used as it is).
+    selection: Selection | None = None
+    effects: Effects | None = None  # the chosen h against h = inf, with bounds
+    evidence: str | None = None  # ``Choice.evidence()``: the effects in words, or why h = inf
 
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.s1, self.s2, self.monitor, self.variant)
+
+    @classmethod
+    def from_choice(cls, choice: Choice, **fields) -> CalibrationEntry:
+        """The entry for a choice: its h, objective, rule, effects and evidence, plus where it was made."""
+        return cls(threshold=choice.threshold, objective=choice.objective, selection=choice.selection,
+                   effects=choice.chosen.effects, evidence=choice.evidence(), **fields)
 
 
 class CalibrationFile(BaseModel):
@@ -216,6 +314,11 @@ class ThresholdSource(BaseModel):
     h: float
     source: str
     warning: str | None = None
+    evidence: str | None = None  # from the calibration entry: the gain and FA change with their bounds
+
+    def describe(self) -> str:
+        """Where h came from and, for a calibrated h, what its calibration questions said about it."""
+        return f"{self.source}; {self.evidence}" if self.evidence else self.source
 
 
 def _entries(cal: CalibrationFile, s1: str, s2: str, variant: Variant) -> dict[str, CalibrationEntry]:
@@ -258,6 +361,7 @@ def resolve_thresholds(
             out[name] = ThresholdSource(
                 h=entry.threshold,
                 source=f"calibration {cal_path}, {entry.n_questions} questions, {entry.created[:10]}",
+                evidence=entry.evidence,
                 warning=(f"h for {name} was calibrated on only {entry.n_questions} question(s): it is mostly "
                          f"noise; recalibrate on >= {MIN_CALIBRATION_QUESTIONS} or pass --threshold") if few else None,
             )

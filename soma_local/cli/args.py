@@ -21,6 +21,7 @@ from soma_local.errors import SomaError
 from soma_local.s2.build import S2Options
 
 if TYPE_CHECKING:
+    from soma_local.calibration.selection import Selection
     from soma_local.calibration.thresholds import Objective
     from soma_local.engine.monitors import Monitor
 
@@ -85,6 +86,8 @@ fraction = _number(float, "must be a number in [0, 1)", lambda v: 0 <= v < 1)
 top_p = _number(float, "must be in (0, 1]", lambda v: 0 < v <= 1)
 port = _number(int, "must be a TCP port, 1-65535", lambda v: 1 <= v <= 65535)
 context_size = _number(int, "must be a whole number >= 64", lambda v: v >= 64)
+confidence_level = _number(float, "must be a confidence level in (0.5, 1), e.g. 0.9", lambda v: 0.5 < v < 1)
+resample_count = _number(int, "must be a whole number >= 100", lambda v: v >= 100)
 
 
 def existing_file(text: str) -> Path:
@@ -245,6 +248,21 @@ def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
                    help="how h is chosen (default: the monitor file's objective)")
     p.add_argument("--delta", type=nonnegative_float, default=0.0, help="accuracy tolerance against h=inf (fraction)")
     p.add_argument("--fa-weight", type=nonnegative_float, default=1.0, help="abstention objective: Abs - w*FA")
+    add_selection_arguments(p)
+
+
+def add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    """How h is chosen from the calibration outcomes: every command that chooses h has these."""
+    from soma_local.calibration.selection import Selection
+
+    default = Selection()
+    p.add_argument("--selection", choices=["bound", "point"], default=default.rule,
+                   help="bound: h must beat h=inf at a confidence bound (paired bootstrap of the calibration "
+                   "questions), the guard holds the accuracy loss's upper bound to --delta; point: the paper's "
+                   "rule on point estimates")
+    p.add_argument("--confidence", type=confidence_level, default=default.confidence,
+                   help="one-sided level of each bound (the intervals printed use it too)")
+    p.add_argument("--resamples", type=resample_count, default=default.resamples, help="bootstrap resamples")
 
 
 def objective_from(args: argparse.Namespace, monitor: Monitor) -> Objective:
@@ -254,3 +272,10 @@ def objective_from(args: argparse.Namespace, monitor: Monitor) -> Objective:
     if args.objective:
         return Objective(kind=args.objective, delta=args.delta, fa_weight=args.fa_weight)
     return monitor_objective(monitor, args.delta, args.fa_weight)
+
+
+def selection_from(args: argparse.Namespace) -> Selection:
+    """``--selection``, ``--confidence`` and ``--resamples`` as the rule ``choose_threshold`` applies."""
+    from soma_local.calibration.selection import Selection
+
+    return Selection(rule=args.selection, confidence=args.confidence, resamples=args.resamples)

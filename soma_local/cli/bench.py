@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from soma_local.cli.args import (
-    add_s2_arguments, existing_file, existing_folder, fraction, nonnegative_float, nonnegative_int, positive_float,
-    positive_int, s2_options,
+    add_s2_arguments, add_selection_arguments, existing_file, existing_folder, fraction, nonnegative_float,
+    nonnegative_int, positive_float, positive_int, s2_options, selection_from,
 )
 from soma_local.s1.factory import DEFAULT_S1
 
@@ -48,7 +48,8 @@ def cmd_bench_run(args) -> int:
 def cmd_bench_report(args) -> int:
     from soma_local.bench.report import write_reports
 
-    for path in write_reports(args.results, Path(args.out or args.results), delta=args.delta):
+    for path in write_reports(args.results, Path(args.out or args.results), delta=args.delta,
+                              selection=selection_from(args)):
         print(path)
     return 0
 
@@ -98,6 +99,7 @@ def register(sub) -> None:
                         help="the result directory of one S2 model (RESULTS/<model>) or above")
     report.add_argument("--out", help="where the tables go (default: the result directory)")
     report.add_argument("--delta", type=nonnegative_float, default=0.0, help="calibration tolerance (paper: 0)")
+    add_selection_arguments(report)  # how SOMA's h is chosen; the baselines' parameters keep the point rule
     report.set_defaults(func=cmd_bench_report)
 
     view = bsub.add_parser("view", help="a self-contained HTML trace viewer for one question")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from soma_local.cli.args import (
     UsageError, add_calibration_arguments, add_s2_arguments, existing_file, objective_from, parse_grid, positive_int,
-    s2_options,
+    s2_options, selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
 from soma_local.data_dir import data_dir, shareable_path
@@ -20,11 +20,10 @@ def cmd_calibrate(args) -> int:
         MIN_CALIBRATION_QUESTIONS, CalibrationEntry, calibration_path, choose_threshold, save_entry,
     )
     from soma_local.calibration.runs import grid_results, load_questions, run_readouts
-    from soma_local.calibration.metrics import summarize
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.calibration.readout import ReadoutRun
     from soma_local.calibration.replay import sample
-    from soma_local.calibration.report import TABLE_KEY, h_label, pareto_plot, table
+    from soma_local.calibration.report import TABLE_KEY, effects_table, h_label, pareto_plot, table
     from soma_local.s1.batched import BatchedS1
     from soma_local.s1.factory import load_s1
     from soma_local.s2.build import RUNTIMES, build_s2
@@ -66,8 +65,8 @@ def cmd_calibrate(args) -> int:
                              prompt_of=lambda q: monitor.prompt(q.question), on_done=lambda q: bar.update())
     runs = [(q, ReadoutRun(read_trace(p), str(p))) for q, p in zip(questions, paths)]
     results = grid_results(runs, monitor.name, grid)
-    metrics = {h: summarize(items) for h, items in results.items()}
-    choice = choose_threshold(metrics, objective)
+    choice = choose_threshold(results, objective, selection_from(args))
+    metrics = {c.threshold: c.metrics for c in choice.candidates}
     results_path = out / "calibration_results.json"
     write_json(results_path, {
         "s1": s1.name, "s1_version": s1.version, "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
@@ -82,15 +81,17 @@ def cmd_calibrate(args) -> int:
     print(table([(f"h={h_label(h)}" + (" *" if h == choice.threshold else ""), m) for h, m in metrics.items()],
                 baseline=metrics[math.inf]))
     print(TABLE_KEY)
+    print(effects_table(choice))
+    print(f"h={h_label(choice.threshold)} on {len(questions)} calibration questions: {choice.evidence()}")
     if refused := choice.refused():
         print(refused)
-    entry = CalibrationEntry(
-        s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version,
-        threshold=choice.threshold, objective=objective, scan_interval=args.scan_interval,
-        datasets=[Path(f).name for f in files], n_questions=len(questions), results=str(results_path),
+    entry = CalibrationEntry.from_choice(
+        choice, s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version,
+        scan_interval=args.scan_interval, datasets=[Path(f).name for f in files], n_questions=len(questions),
+        results=str(results_path),
     )
     cal_path = calibration_path(args.calibration)
-    key = f"({s1.name}, {s2.name}, {monitor.name}, {args.variant}) [{objective.describe()}]"
+    key = f"({s1.name}, {s2.name}, {monitor.name}, {args.variant}) [{objective.describe()}; {choice.selection.describe()}]"
     if len(questions) < MIN_CALIBRATION_QUESTIONS and not args.save_anyway:
         print(f"h = {h_label(choice.threshold)} for {key}; NOT written to {cal_path}: {len(questions)} question(s) "
               f"is too few to set h for later runs (>= {MIN_CALIBRATION_QUESTIONS}, or --save-anyway); "

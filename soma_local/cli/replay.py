@@ -8,6 +8,7 @@ from pathlib import Path
 
 from soma_local.cli.args import (
     add_calibration_arguments, existing_file, fraction, nonnegative_int, objective_from, parse_grid, positive_float,
+    selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
 from soma_local.data_dir import data_dir, shareable_path
@@ -15,7 +16,9 @@ from soma_local.errors import DataError, SomaError
 
 
 def cmd_replay(args) -> int:
-    from soma_local.calibration.thresholds import calibrated_thresholds, calibration_path, choose_threshold, load_calibration
+    from soma_local.calibration.thresholds import (
+        calibrated_thresholds, calibration_path, choose_threshold, load_calibration,
+    )
     from soma_local.calibration.metrics import summarize
     from soma_local.s2.models import GgufVocab, resolve_gguf
     from soma_local.engine.monitors import resolve_monitors
@@ -26,7 +29,7 @@ def cmd_replay(args) -> int:
     )
     from soma_local.engine.trace import read_trace
     from soma_local.calibration.report import (
-        PAPER_UNANSWERABLE, PAPER_UNANSWERABLE_STATEMENT, TABLE_KEY, h_label, replay_plot, table,
+        PAPER_UNANSWERABLE, PAPER_UNANSWERABLE_STATEMENT, TABLE_KEY, effects_table, h_label, replay_plot, table,
     )
     from soma_local.s1.cache import CachedS1, ScoreCache
     from soma_local.s1.factory import load_s1
@@ -66,25 +69,29 @@ def cmd_replay(args) -> int:
     grid = parse_grid(args.grid)
     abstaining = is_abstention(monitor.takeover.prefill)
 
+    def outcomes_at(items, h: float):
+        return [replay_item(t, h, abstaining, args.takeover_answer_tokens) for t in items]
+
     def metrics_at(items, h: float):
-        return summarize([replay_item(t, h, abstaining, args.takeover_answer_tokens) for t in items])
+        return summarize(outcomes_at(items, h))
 
     # With --calibrate-share, h is chosen per S2 on a seeded share of the questions and reported on the rest.
     held = (calibration_ids({t.id for t in scanned}, args.calibrate_share, args.seed, reserved_questions(data_dir()))
             if args.calibrate_share else set())
-    objective = objective_from(args, monitor)
+    objective, selection = objective_from(args, monitor), selection_from(args)
     choices, calibration = {}, {}
     for model in sorted({group_key(t)[1] for t in scanned if t.id in held}):
         items = [t for t in scanned if t.id in held and group_key(t)[1] == model]
-        per_h = {x: metrics_at(items, x) for x in grid}
-        choices[model] = choose_threshold(per_h, objective)
-        calibration[model] = {"n": len(items), "choice": jsonable(choices[model])}
-        print(f"\n== calibration on {len(items)} traces of {model} [{objective.describe()}]: "
-              f"h={h_label(choices[model].threshold)}")
-        if refused := choices[model].refused():
+        choice = choices[model] = choose_threshold({x: outcomes_at(items, x) for x in grid}, objective, selection)
+        calibration[model] = {"n": len(items), "evidence": choice.evidence(), "choice": jsonable(choice)}
+        print(f"\n== calibration on {len(items)} traces of {model} [{objective.describe()}; {selection.describe()}]: "
+              f"h={h_label(choice.threshold)}\n   {choice.evidence()}")
+        if refused := choice.refused():
             print(f"   {refused}")
         if args.show_grid:
+            per_h = {c.threshold: c.metrics for c in choice.candidates}
             print(table([(f"h={h_label(x)}", m) for x, m in per_h.items()], baseline=per_h[math.inf]))
+            print(effects_table(choice))
     cal = load_calibration(calibration_path(args.calibration))
     out = Path(args.out)
     groups = {}

@@ -74,7 +74,7 @@ class LiveView:
         self._print(s(description, "2"))
         if thresholds:
             hs = " | ".join(
-                f"{name} {fixed_h or h_text(t.h)} ({'mode' if fixed_h else t.source})" for name, t in thresholds.items()
+                f"{name} {fixed_h or h_text(t.h)} ({'mode' if fixed_h else t.describe()})" for name, t in thresholds.items()
             )
             self._print(s(f"takeover thresholds h: {hs}", "2"))
             self._print(s(GUIDE, "2"))
@@ -203,7 +203,8 @@ def json_summary(end: RunEnd, takeover: str | None, trace: str | None,
         "reminders": end.reminders,
         "tokens": end.tokens.model_dump(),
         "seconds": round(end.timings.wall, 3),
-        "thresholds": {name: {"h": h_text(t.h), "source": t.source} for name, t in thresholds.items()},
+        "thresholds": {name: {"h": h_text(t.h), "source": t.source, **({"evidence": t.evidence} if t.evidence else {})}
+                       for name, t in thresholds.items()},
         "trace": trace,
     }
     return json.dumps(payload, ensure_ascii=False)
