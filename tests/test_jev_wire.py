@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from soma_local.serve.answers import make_answer, normalise, noul_statement, statements
+from soma_local.serve.answers import make_answer, normalise, noul_statement, read_question
 from soma_local.s1.jev_wire import (
     ChoiceQuestion,
     Question,
@@ -40,8 +40,9 @@ def test_noul_statement_is_the_instructions_verbatim_and_criteria_follow():
 
 def test_choice_answer_is_normalised_keeps_names_and_picks_the_argmax():
     q = question({"type": "choice", "instructions": "Team?", "criteria": {"환불 요청": "money", "🙂 기타": None, "Tech": None}})
-    assert statements(q) == ["Team?\nAnswer: 환불 요청 (money)", "Team?\nAnswer: 🙂 기타", "Team?\nAnswer: Tech"]
-    a = make_answer(q, [0.2, 0.6, 0.2])
+    reading = read_question(q)
+    assert reading.statements == ["Team?\nAnswer: money", "Team?\nAnswer: 🙂 기타", "Team?\nAnswer: Tech"]
+    a = make_answer(q, reading, [0.2, 0.6, 0.2])
     assert list(a.probabilities) == ["환불 요청", "🙂 기타", "Tech"]
     assert a.choice == "🙂 기타" and sum(a.probabilities.values()) == pytest.approx(1)
     assert a.probabilities["🙂 기타"] == pytest.approx(0.6) and a.confidence == pytest.approx(0.4)
@@ -49,10 +50,31 @@ def test_choice_answer_is_normalised_keeps_names_and_picks_the_argmax():
 
 def test_score_answer_is_the_expectation_with_the_levels_as_legend():
     levels = ["Calm", {"label": "Angry"}, "Furious"]
-    a = make_answer(question({"type": "score", "criteria": levels}), [0.1, 0.1, 0.3])
+    q = question({"type": "score", "criteria": levels})
+    a = make_answer(q, read_question(q), [0.1, 0.1, 0.3])
     assert a.probabilities == pytest.approx({"0": 0.2, "1": 0.2, "2": 0.6})
     assert a.score == pytest.approx(0.2 + 2 * 0.6)
     assert a.legend == {"0": "Calm", "1": {"label": "Angry"}, "2": "Furious"}
+
+
+def test_the_answer_types_agree_where_the_question_s_structure_decides():
+    """A yes/no choice or score is the noul of its instructions; options are their descriptions (ids are
+    labels); options that read the same are one event; so these rules hold exactly, whatever the S1 says."""
+    noul = question({"type": "noul", "instructions": "Has it stated an answer?"})
+    as_choice = question({"type": "choice", "instructions": "Has it stated an answer?", "criteria": {"no": "No", "yes": "Yes"}})
+    as_score = question({"type": "score", "instructions": "Has it stated an answer?", "criteria": ["False", "True"]})
+    assert read_question(as_choice).statements == read_question(as_score).statements == read_question(noul).statements
+    assert make_answer(as_choice, read_question(as_choice), [0.7]).probabilities == pytest.approx({"no": 0.3, "yes": 0.7})
+    assert make_answer(as_score, read_question(as_score), [0.7]).probabilities == pytest.approx({"0": 0.3, "1": 0.7})
+    base = question({"type": "choice", "instructions": "Now?", "criteria": {"a": "adding", "b": "checking", "c": "done"}})
+    renamed = question({"type": "choice", "instructions": "Now?", "criteria": {"x": "adding", "y": "checking", "z": "done"}})
+    cloned = question({"type": "choice", "instructions": "Now?",
+                       "criteria": {"a": "adding", "b": "checking", "b2": "checking", "c": "done"}})
+    assert read_question(base).statements == read_question(renamed).statements == read_question(cloned).statements
+    probs = [0.5, 0.3, 0.2]
+    before = make_answer(base, read_question(base), probs).probabilities
+    after = make_answer(cloned, read_question(cloned), probs).probabilities
+    assert after["b"] + after["b2"] == pytest.approx(before["b"]) and after["a"] == pytest.approx(before["a"])
 
 
 def test_normalise_falls_back_to_uniform_when_every_option_got_zero():

@@ -29,7 +29,17 @@ def test_shipped_monitors_load():
     assert ms[1].takeover.max_tokens == 512
     assert ms[1].takeover.conclusion.startswith("The problem is missing necessary information")
     assert ms[1].takeover.prefill == "\\boxed{I don't know.}"
-    assert sorted(p.stem for p in MONITORS_DIR.glob("*.toml")) == ["overthinking", "unanswerable"]
+
+
+
+def test_every_shipped_monitor_is_whole():
+    """Each file in monitors/ loads and carries what the engine and calibration read from it, so a new
+    monitor is one file."""
+    names = sorted(p.stem for p in MONITORS_DIR.glob("*.toml"))
+    assert {"overthinking", "unanswerable", "looping"} <= set(names) and len(names) >= 5
+    for m in resolve_monitors(names):
+        assert m.statement and m.reminder and m.takeover.prefill and m.takeover.max_tokens > 0
+        assert m.objective and m.calibration_data
 
 
 @pytest.mark.parametrize(

@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict
 from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
-from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
 from soma_local.s2.models import GgufVocab, resolve_gguf
-from training.reader_set import load_all, reserved_questions, short_model, trace_key, training_half, write_jsonl
+from training.reader_set import (limit_h, load_all, reserved_questions, short_model, trace_key, training_half,
+                                 write_jsonl)
 from training.s2_runs import S2Run, read_runs
 from training.statement_bank import Bank, Split, bank_split, load_bank
 from training.states import scan_cuts
@@ -91,7 +91,7 @@ class Texts:
 
 def choose_statements(bank: Bank, split: Split, rng: random.Random, per_state: int, negation_share: float) -> dict[str, str]:
     """``per_state`` statements from as many families (every held-out family on a test state)."""
-    families = list(bank.held_out) if split == "test" else []
+    families = list(bank.held_out) if split in ("test", "eval") else []
     families += rng.sample(bank.trained, per_state - len(families))
     rng.shuffle(families)
     keys = {}
@@ -119,6 +119,7 @@ def _draw(candidates: Sequence[tuple], targets: dict[Split, int], rng: random.Ra
 
 
 def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random) -> list[dict]:
+    """States of the training half's questions by their split, or (``eval``) of the other half's."""
     root = data_dir()
     traces = load_all(root)
     train = training_half((t.dataset, t.answerable, t.question_id) for t in traces)
@@ -126,10 +127,11 @@ def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random) 
     vocab = GgufVocab.from_path(resolve_gguf(None))
     candidates = []
     for t in traces:
-        if t.question_id in train and t.question_id not in reserved:
+        split = bank_split(t.question_id) if t.question_id in train else "eval"
+        if t.question_id not in reserved and split in targets:
             cuts = [c for c in scan_cuts(t.thinking, vocab) if t.thinking[:c].strip()]
             if cuts:
-                candidates.append((t, cuts, bank_split(t.question_id)))
+                candidates.append((t, cuts, split))
     return [dict(source="trace", dataset=t.dataset, model=short_model(t.model), question_id=t.question_id,
                  answerable=t.answerable, cut_char=t.thinking_start + cut, split=split)
             for t, cut, split in _draw(candidates, targets, rng, per_trace)]
@@ -156,11 +158,12 @@ def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule) 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.bank_batches", description=__doc__.split("\n\n")[0])
-    ap.add_argument("source", choices=["traces", "runs"])
+    ap.add_argument("source", choices=["traces", "runs", "eval"],
+                    help="traces: the training half; runs: the embedded S2 runs; eval: the other half, for measuring only")
     ap.add_argument("--train", type=int, default=1150, help="traces: states of train questions")
     ap.add_argument("--dev", type=int, default=250, help="traces: states of dev questions")
     ap.add_argument("--test", type=int, default=300, help="traces: states of test questions")
-    ap.add_argument("--states", type=int, default=350, help="runs: states in all")
+    ap.add_argument("--states", type=int, default=350, help="runs, eval: states in all")
     ap.add_argument("--per-trace", type=int, default=3, help="at most this many cuts of one trace or run")
     ap.add_argument("--interval", type=int, default=256,
                     help="runs: the scan interval they are cut at (the demo scans every 128 tokens)")
@@ -172,13 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     bank = load_bank()
-    prefix = "g" if args.source == "traces" else "e"
+    prefix = {"traces": "g", "runs": "e", "eval": "v"}[args.source]
     existing = read_states()
     if any(s.sid.startswith(prefix) for s in existing):
         raise DataError(f"{REFS} already has {args.source} states ({prefix}*); delete them to draw again")
     rng = random.Random(f"{args.seed}:{args.source}")
-    drawn = (trace_states({"train": args.train, "dev": args.dev, "test": args.test}, args.per_trace, rng)
-             if args.source == "traces" else run_states(args.states, args.per_trace, rng, PauseRule(args.interval)))
+    if args.source == "runs":
+        drawn = run_states(args.states, args.per_trace, rng, PauseRule(args.interval))
+    else:
+        targets = {"train": args.train, "dev": args.dev, "test": args.test} if args.source == "traces" else {"eval": args.states}
+        drawn = trace_states(targets, args.per_trace, rng)
     states = [BankState(sid=f"{prefix}{i:05d}", statements=choose_statements(bank, d["split"], rng, args.per_state,
                                                                                args.negation_share), **d)
               for i, d in enumerate(drawn)]

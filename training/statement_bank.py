@@ -8,7 +8,8 @@ choice of a model. Statements are named ``family.i`` and their negations ``famil
 The bank's questions are the training half of the shared traces (``reader_set.training_half``), never
 a reserved one; within that half a seeded hash sends each question to ``train`` (70 %), ``dev`` (15 %:
 model choice and temperature) or ``test`` (15 %: every reported figure), so all of a question's states
-sit on one side.
+sit on one side. ``eval`` states come from the other half, which no S1 was ever trained on: the
+cleanest measure of statements and questions never seen.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from soma_local.errors import DataError
 
 BANK = Path(__file__).resolve().parent / "data" / "statement_bank.toml"
 SPLIT_SEED = "soma-statement-bank-v1"
-Split = Literal["train", "dev", "test"]
+# "eval": a question of the other half (replay's), labelled for measuring only: no model was trained,
+# fitted or chosen on any state of it, the shipped S1's predecessors included.
+Split = Literal["train", "dev", "test", "eval"]
 
 
 class Family(BaseModel):

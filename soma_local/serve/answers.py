@@ -1,9 +1,18 @@
 """Jev questions answered by any S1 backend: one statement per noul question, option or score level.
 
 An S1 judges one statement about one state. A noul question is one statement; a choice or score
-question becomes one statement per option or level ("instructions" + "Answer: option"), each scored
-by the same S1 and normalised into a distribution. Each question is scored on its own, from its own
-text only, so an answer cannot depend on its id, its siblings or their order (jevcompat SPEC 7).
+question becomes one statement per distinct option or level ("instructions" + "Answer: option"), each
+scored by the same S1 and normalised into a distribution. Each question is scored on its own, from its
+own text only, so an answer cannot depend on its id, its siblings or their order (jevcompat SPEC 7).
+
+The answer types agree with each other by construction wherever the structure of the question decides
+(``read_question``): a choice or score whose two options are yes and no (or true and false) is the noul
+question of its instructions, so it gets exactly the noul's P(yes); an option is its description (the
+id is only a label), so renaming options changes nothing; options that read the same are one event whose
+probability they share, so a cloned option takes half of its original's and leaves the others alone;
+and each option is scored on its own, so adding, removing or reordering options moves the rest only by
+renormalisation. What only the S1's reading can make true (a merged option "either A or B" getting
+P(A) + P(B), the parts of a split option adding up) is measured by ``benchmarks/s1_consistency.py``.
 
 A state longer than the S1 reads at once is read in overlapping windows (``state_windows``): evenly
 spaced, the first at the state's start and the last at its end, neighbours sharing a quarter of a
@@ -99,15 +108,45 @@ def option_statement(instructions: Text | None, option: str) -> str:
     return answer if instructions is None else f"{as_text(instructions)}\n{answer}"
 
 
-def statements(question: NoulQuestion | ChoiceQuestion | ScoreQuestion) -> list[str]:
-    if isinstance(question, NoulQuestion):
-        return [noul_statement(question)]
+Question = NoulQuestion | ChoiceQuestion | ScoreQuestion
+_YES, _NO = {"yes", "true"}, {"no", "false"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a question is read: the distinct statements the S1 judges and how the answer follows.
+
+    ``options[i]`` is the statement index option (or level) i stands for; ``yes_no`` marks a two-option
+    yes/no question, read as the one statement of its instructions (options: none for a noul)."""
+
+    statements: list[str]
+    options: list[int] = field(default_factory=list)
+    yes_no: tuple[int, int] | None = None  # (yes option, no option)
+
+
+def _option_texts(question: ChoiceQuestion | ScoreQuestion) -> list[str]:
+    """What each option says: a choice option's description (its id where it has none), a score level."""
     if isinstance(question, ChoiceQuestion):
-        return [
-            option_statement(question.instructions, name if desc is None else f"{name} ({as_text(desc)})")
-            for name, desc in question.criteria.items()
-        ]
-    return [option_statement(question.instructions, as_text(level)) for level in question.criteria]
+        return [name if desc is None else as_text(desc) for name, desc in question.criteria.items()]
+    return [as_text(level) for level in question.criteria]
+
+
+def _yes_no(texts: Sequence[str]) -> tuple[int, int] | None:
+    plain = [re.sub(r"[^a-z]", "", t.lower()) for t in texts]
+    if len(plain) == 2 and {plain[0] in _YES, plain[1] in _YES} == {True, False} and set(plain) <= _YES | _NO:
+        return (0, 1) if plain[0] in _YES else (1, 0)
+    return None
+
+
+def read_question(question: Question) -> Reading:
+    if isinstance(question, NoulQuestion):
+        return Reading([noul_statement(question)])
+    texts = _option_texts(question)
+    yes_no = _yes_no(texts)
+    if yes_no is not None and question.instructions is not None:
+        return Reading([noul_statement(NoulQuestion(type="noul", instructions=question.instructions))], yes_no=yes_no)
+    distinct = list(dict.fromkeys(option_statement(question.instructions, t) for t in texts))
+    return Reading(distinct, [distinct.index(option_statement(question.instructions, t)) for t in texts])
 
 
 def normalise(probs: Sequence[float]) -> list[float]:
@@ -118,11 +157,22 @@ def normalise(probs: Sequence[float]) -> list[float]:
     return [p / total for p in probs]
 
 
-def make_answer(question: NoulQuestion | ChoiceQuestion | ScoreQuestion, probs: Sequence[float]) -> Answer:
-    """The Jev answer from the S1's probability for each statement of ``statements(question)``."""
+def distribution(reading: Reading, probs: Sequence[float]) -> list[float]:
+    """Each option's probability from the S1's probability of each distinct statement: a yes/no pair
+    gets (p, 1 - p); otherwise the statements' probabilities are normalised over the events and an event
+    read by several options is shared among them equally."""
+    if reading.yes_no is not None:
+        yes, no = reading.yes_no
+        return [probs[0] if i == yes else 1.0 - probs[0] for i in range(2)]
+    events = normalise(probs)
+    return [events[e] / reading.options.count(e) for e in reading.options]
+
+
+def make_answer(question: Question, reading: Reading, probs: Sequence[float]) -> Answer:
+    """The Jev answer from the S1's probability for each statement of ``reading``."""
     if isinstance(question, NoulQuestion):
         return NoulAnswer(noul=probs[0])
-    dist = normalise(probs)
+    dist = distribution(reading, probs)
     if isinstance(question, ChoiceQuestion):
         names = list(question.criteria)
         best = max(range(len(names)), key=lambda i: dist[i])
@@ -208,7 +258,7 @@ class Plan:
     model: str
     pairs: list[tuple[str, str]] = field(default_factory=list)
     costs: list[int] = field(default_factory=list)  # what each pair counts against the limit (pair_cost)
-    questions: dict[str, tuple[NoulQuestion | ChoiceQuestion | ScoreQuestion, list[list[int]]]] = field(default_factory=dict)
+    questions: dict[str, tuple[Question, Reading, list[list[int]]]] = field(default_factory=dict)
     input_tokens: int = 0
     cost: int = 0  # sum of costs
 
@@ -232,7 +282,8 @@ def plan_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits =
     """
     tokens = _Tokens(s1)
     text = readable(as_text(request.state))
-    per_question = {qid: [readable(s) for s in statements(q)] for qid, q in request.questions.items()}
+    readings = {qid: read_question(q) for qid, q in request.questions.items()}
+    per_question = {qid: [readable(s) for s in r.statements] for qid, r in readings.items()}
     every = [s for sts in per_question.values() for s in sts]
     parsed = parse_state(text)
     if parsed is not None:
@@ -266,7 +317,7 @@ def plan_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits =
             [plan.pair(s, w, pair_cost(tokens.count(s) + tokens.count(w) + s1.template_tokens), index) for w in windows]
             for s in sts
         ]
-        plan.questions[qid] = (question, rows)
+        plan.questions[qid] = (question, readings[qid], rows)
         if plan.cost > limits.max_request_tokens:
             break
     if plan.cost > limits.max_request_tokens:
@@ -283,7 +334,7 @@ def finish(plan: Plan, probs: Sequence[float | None], s1: S1) -> SystemOneRespon
     if len(probs) != len(plan.pairs) or bad:
         raise S1Unavailable(f"S1 {s1.name} gave no usable probability ({s1.last_error or bad[:1]})")
     answers: dict[str, Answer] = {}
-    for qid, (question, rows) in plan.questions.items():
-        answers[qid] = make_answer(question, [mean_log_odds([probs[i] for i in row]) for row in rows])
+    for qid, (question, reading, rows) in plan.questions.items():
+        answers[qid] = make_answer(question, reading, [mean_log_odds([probs[i] for i in row]) for row in rows])
     return SystemOneResponse(model=plan.model, answers=answers, usage=Usage(input_tokens=plan.input_tokens, output_tokens=0))
 
