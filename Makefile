@@ -6,12 +6,13 @@ DATA_DIR ?= $(abspath ../shared/datasets)
 setup:
 	@bash scripts/setup.sh
 
-# The demo's S2: the embedded SmolLM2 (measured: the only small model on which the shipped S1 reaches a
-# reminder), or the opt-in Qwen2.5-0.5B when SOMA_EXTRA_MODELS names it (setup installs it then).
+# The demo's S2: the embedded SmolLM2 (small enough to loop, which the looping monitor describes), or
+# the opt-in Qwen2.5-0.5B when SOMA_EXTRA_MODELS names it (setup installs it then).
 DEMO_S2 := $(if $(findstring qwen2.5-0.5b,$(SOMA_EXTRA_MODELS)),qwen2.5-0.5b,smollm2-135m)
 
 demo: setup
-	$(PY) -m soma_local.cli run --s2-model $(DEMO_S2) --scan-interval 128 --max-tokens 2048
+	$(PY) -m soma_local.cli run --s2-model $(DEMO_S2) --scan-interval 128 --max-tokens 2048 \
+		--monitor overthinking --monitor unanswerable --monitor looping
 
 test: setup
 	SOMA_DATA_DIR=$(DATA_DIR) $(PY) -m pytest -q tests
