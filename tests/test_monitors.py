@@ -31,7 +31,6 @@ def test_shipped_monitors_load():
     assert ms[1].takeover.prefill == "\\boxed{I don't know.}"
 
 
-
 def test_every_shipped_monitor_is_whole():
     """Each file in monitors/ loads and carries what the engine and calibration read from it, so a new
     monitor is one file."""

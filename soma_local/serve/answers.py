@@ -12,7 +12,8 @@ id is only a label), so renaming options changes nothing; options that read the 
 probability they share, so a cloned option takes half of its original's and leaves the others alone;
 and each option is scored on its own, so adding, removing or reordering options moves the rest only by
 renormalisation. What only the S1's reading can make true (a merged option "either A or B" getting
-P(A) + P(B), the parts of a split option adding up) is measured by ``benchmarks/s1_consistency.py``.
+P(A) + P(B), the parts of a split option adding up) is left to the S1: forcing it here would mean
+parsing the option's words.
 
 A state longer than the S1 reads at once is read in overlapping windows (``state_windows``): evenly
 spaced, the first at the state's start and the last at its end, neighbours sharing a quarter of a
