@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict
 from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
+from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
 from soma_local.s2.models import GgufVocab, resolve_gguf
-from training.reader_set import (limit_h, load_all, reserved_questions, short_model, trace_key, training_half,
-                                 write_jsonl)
+from training.reader_set import load_all, reserved_questions, short_model, trace_key, training_half, write_jsonl
 from training.s2_runs import S2Run, read_runs
 from training.statement_bank import Bank, Split, bank_split, load_bank
 from training.states import scan_cuts

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -165,8 +166,8 @@ def distribution(reading: Reading, probs: Sequence[float]) -> list[float]:
     if reading.yes_no is not None:
         yes, no = reading.yes_no
         return [probs[0] if i == yes else 1.0 - probs[0] for i in range(2)]
-    events = normalise(probs)
-    return [events[e] / reading.options.count(e) for e in reading.options]
+    events, shares = normalise(probs), Counter(reading.options)
+    return [events[e] / shares[e] for e in reading.options]
 
 
 def make_answer(question: Question, reading: Reading, probs: Sequence[float]) -> Answer:
