@@ -60,7 +60,7 @@ def test_truncation_keeps_the_task_and_the_newest_reasoning(classifier, monitors
     assert state.startswith(f"Task: {TASK}\n\nReasoning so far: ")
     assert "final line" in state.lower() and "step0 " not in state
     assert len(classifier.tokenizer.encode(state)) <= classifier.input_limit
-    short = classifier._encoder_state(state, parse_state(state), classifier._reserve(statements))
+    short = classifier._encoder_state(state, parse_state(state), classifier.reserve(statements))
     assert short.startswith(f"Task: {TASK}\n\nReasoning so far: ") and short.lower().endswith("final line")
     assert len(short) < len(state)
     encoded = classifier.encoder.tok(max(statements, key=len), short)["input_ids"]

@@ -19,7 +19,7 @@ def bank():
 
 
 def test_the_bank_has_many_families_each_with_wordings_and_negations(bank):
-    assert len(bank.family) >= 10 and len(bank.held_out) >= 3
+    assert len(bank.family) >= 40 and len(bank.held_out) >= 5
     assert sum(len(f.wordings) for f in bank.family) >= 40
     for f in bank.family:
         assert len(f.wordings) >= 2 and len(f.negations) == len(f.wordings)

@@ -89,10 +89,16 @@ class Texts:
         return f"Task: {task}\n\nReasoning so far: {limit_h(thinking.strip(chr(10)))}"
 
 
-def choose_statements(bank: Bank, split: Split, rng: random.Random, per_state: int, negation_share: float) -> dict[str, str]:
-    """``per_state`` statements from as many families (every held-out family on a test state)."""
+def choose_statements(bank: Bank, split: Split, rng: random.Random, per_state: int, negation_share: float,
+                      only: frozenset[str] | None = None) -> dict[str, str]:
+    """``per_state`` statements from as many families (every held-out family on a test state); the
+    trained ones drawn from the families in ``only`` where given (a draw for newly added families)."""
     families = list(bank.held_out) if split in ("test", "eval") else []
-    families += rng.sample(bank.trained, per_state - len(families))
+    pool = [f for f in bank.trained if only is None or f.id in only]
+    if len(pool) < per_state - len(families):
+        raise DataError(f"{per_state} statements per state need {per_state - len(families)} trained families; "
+                        f"{len(pool)} to draw from")
+    families += rng.sample(pool, per_state - len(families))
     rng.shuffle(families)
     keys = {}
     for letter, family in zip(string.ascii_lowercase, families):
@@ -106,6 +112,8 @@ def _draw(candidates: Sequence[tuple], targets: dict[Split, int], rng: random.Ra
     by_split: dict[Split, list[tuple]] = defaultdict(list)
     for item in candidates:
         *_, cuts, split = item
+        if not cuts:
+            continue
         for cut in rng.sample(cuts, min(per_trace, len(cuts))):
             by_split[split].append((*item[:-2], cut, split))
     out = []
@@ -118,8 +126,9 @@ def _draw(candidates: Sequence[tuple], targets: dict[Split, int], rng: random.Ra
     return out
 
 
-def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random) -> list[dict]:
-    """States of the training half's questions by their split, or (``eval``) of the other half's."""
+def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random, taken: set[tuple] = frozenset()) -> list[dict]:
+    """States of the training half's questions by their split, or (``eval``) of the other half's; never
+    a cut in ``taken`` ((dataset, model, question, cut_char) of states already in the bank)."""
     root = data_dir()
     traces = load_all(root)
     train = training_half((t.dataset, t.answerable, t.question_id) for t in traces)
@@ -129,24 +138,25 @@ def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random) 
     for t in traces:
         split = bank_split(t.question_id) if t.question_id in train else "eval"
         if t.question_id not in reserved and split in targets:
-            cuts = [c for c in scan_cuts(t.thinking, vocab) if t.thinking[:c].strip()]
-            if cuts:
-                candidates.append((t, cuts, split))
+            model = short_model(t.model)
+            cuts = [c for c in scan_cuts(t.thinking, vocab) if t.thinking[:c].strip()
+                    and (t.dataset, model, t.question_id, t.thinking_start + c) not in taken]
+            candidates.append((t, cuts, split))
     return [dict(source="trace", dataset=t.dataset, model=short_model(t.model), question_id=t.question_id,
                  answerable=t.answerable, cut_char=t.thinking_start + cut, split=split)
             for t, cut, split in _draw(candidates, targets, rng, per_trace)]
 
 
-def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule) -> list[dict]:
+def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule, taken: set[tuple] = frozenset()) -> list[dict]:
     runs: list[S2Run] = read_runs()
     if not runs:
         raise DataError("no embedded S2 runs yet: run python -m training.s2_runs first")
     vocabs = {m: GgufVocab.from_path(resolve_gguf(m)) for m in {r.s2_model for r in runs}}
     candidates = []
     for r in runs:
-        cuts = [c for c in scan_cuts(r.thinking, vocabs[r.s2_model], rule) if r.thinking[:c].strip()]
-        if cuts:
-            candidates.append((r, cuts, bank_split(r.question_id)))
+        cuts = [c for c in scan_cuts(r.thinking, vocabs[r.s2_model], rule) if r.thinking[:c].strip()
+                and (r.run_id, c) not in taken]
+        candidates.append((r, cuts, bank_split(r.question_id)))
     # Each split takes its share of the cuts there are (at most ``per_trace`` of a run), up to ``total`` in all.
     pool = {s: sum(min(per_trace, len(cuts)) for _, cuts, sp in candidates if sp == s) for s in ("train", "dev", "test")}
     scale = min(1.0, total / max(1, sum(pool.values())))
@@ -172,21 +182,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--double", type=int, default=120, help="states labelled twice")
     ap.add_argument("--batch-size", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefix", help="the draw's letter for state ids and batches (default: g traces, e runs, v eval); "
+                                     "a later draw over the same source takes a new one")
+    ap.add_argument("--families", help="comma-separated trained families to draw statements from (default: all); "
+                                       "held-out families always go on test and eval states")
     args = ap.parse_args(argv)
 
     bank = load_bank()
-    prefix = {"traces": "g", "runs": "e", "eval": "v"}[args.source]
+    prefix = args.prefix or {"traces": "g", "runs": "e", "eval": "v"}[args.source]
+    if len(prefix) != 1 or not prefix.islower() or prefix in "dr":
+        raise DataError(f"--prefix must be one lower-case letter other than d (doubles) and r (reader_states.jsonl), "
+                        f"not {prefix!r}")
+    only = frozenset(args.families.split(",")) if args.families else None
+    if only and only - {f.id for f in bank.trained}:
+        raise DataError(f"--families: not trained families of the bank: {', '.join(sorted(only - {f.id for f in bank.trained}))}")
     existing = read_states()
     if any(s.sid.startswith(prefix) for s in existing):
-        raise DataError(f"{REFS} already has {args.source} states ({prefix}*); delete them to draw again")
-    rng = random.Random(f"{args.seed}:{args.source}")
+        raise DataError(f"{REFS} already has states {prefix}*; choose another --prefix, or delete them to draw again")
+    rng = random.Random(f"{args.seed}:{args.source}" + (f":{prefix}" if args.prefix else ""))
     if args.source == "runs":
-        drawn = run_states(args.states, args.per_trace, rng, PauseRule(args.interval))
+        taken = {(s.run_id, s.cut_char) for s in existing if s.source == "run"}
+        drawn = run_states(args.states, args.per_trace, rng, PauseRule(args.interval), taken)
     else:
         targets = {"train": args.train, "dev": args.dev, "test": args.test} if args.source == "traces" else {"eval": args.states}
-        drawn = trace_states(targets, args.per_trace, rng)
+        taken = {(s.dataset, s.model, s.question_id, s.cut_char) for s in existing if s.source == "trace"}
+        drawn = trace_states(targets, args.per_trace, rng, taken)
     states = [BankState(sid=f"{prefix}{i:05d}", statements=choose_statements(bank, d["split"], rng, args.per_state,
-                                                                               args.negation_share), **d)
+                                                                               args.negation_share, only), **d)
               for i, d in enumerate(drawn)]
     write_jsonl(REFS, (s.model_dump(exclude_none=True) for s in [*existing, *states]))
     texts = Texts()

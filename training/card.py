@@ -98,3 +98,59 @@ and a {'linear' if config.head_hidden == 0 else f'{config.head_hidden}-unit MLP'
 
 Reproduce: {reproduce}
 """
+
+
+def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
+    """The card of a statement-reading S1 (``training.s1_train``): what it reads, its data, every figure."""
+    from training.bank_eval import family_table, pooled_table
+
+    data, m = metrics.get("data", {}), metrics["measured"]
+    speed = metrics.get("throughput", {})
+    neg = m["eval"].get("negation", {})
+    mid = m["eval"]["middle"]
+    gold = m.get("gold_dev", {}).get("families", {})
+    argv = " ".join(data.get("argv", []))
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    return f"""# S1 model `{name}`: reads any statement
+
+A `{config.backbone}` cross-encoder, fine-tuned end to end with a linear head, reads
+`[statement] [SEP] Task: Q / Reasoning so far: H` (at most {config.max_length} backbone tokens; the task is
+kept whole and the oldest reasoning dropped) and returns one logit z; p = sigmoid(z / T), T = {config.temperature:.3f}
+(fitted on `dev` pairs of trained families). No monitor-specific feature: every statement is read the same
+way. The fine-tuned weights ship in `{config.encoder_weights}` (half precision) with `head.safetensors`.
+
+## Training data
+
+Reader labels of (state, statement) pairs (`training/data/bank_labels.jsonl`, general rubric
+`training/data/GENERAL_RUBRIC.md`) over {data.get('families', '?')} statement families of `training/data/statement_bank.toml`,
+plus the paper monitors' reader labels (`training/data/reader_labels.jsonl`, gold rubric): {data.get('train_pairs', '?')}
+training pairs (a share shown each epoch in another wording of their family or as its negation),
+{data.get('dev_pairs', '?')} dev pairs, {data.get('epochs', '?')} epochs from `{data.get('init', '?')}`. States come from the training
+half of the shared traces' questions and from runs of the embedded S2s, never a reserved question.
+Held-out families, never trained on, never used for T or any choice:
+{', '.join(f'`{f}`' for f in data.get('held_out_families', []))}.
+
+Training throughput: {speed.get('seconds_per_pair', '?')} s per labelled pair ({speed.get('pairs', '?')} pairs in
+{speed.get('minutes', '?')} min, {speed.get('threads', '?')} threads on {speed.get('device', '?')}, bf16 autocast {speed.get('bf16', '?')}).
+
+## Figures (as it ships, through the S1 interface)
+
+`test`: states of the training half's test questions; `eval`: states of the other half (the half replay
+reports on), on which no S1 was trained or tuned.
+
+{pooled_table({k: v for k, v in m.items() if k != 'gold_dev'})}
+
+A statement and its negation (eval, each scored apart): mean |p(s) + p(not s) - 1| = {fmt(neg.get('mean_abs_gap'))}
+(trained families {fmt(neg.get('trained'))}, held-out {fmt(neg.get('held_out'))}; {neg.get('n', 0)} pairs).
+Does p leave the middle (eval): median p {fmt(mid['median_p_reader_ge_0.8'])} on pairs the readers put at >= 0.8
+({mid['n_high']}), {fmt(mid['median_p_reader_le_0.2'])} on pairs at <= 0.2 ({mid['n_low']}).
+
+Gold (`s1_labels/gold_dev.jsonl`, measured only) AUROC: {', '.join(f'{k} {fmt(v["auroc"])}' for k, v in gold.items()) or 'not measured'}.
+
+### Per family (AUROC, pairs, positives)
+
+{family_table({'test': m['test'], 'eval': m['eval']})}
+
+Reproduce: `python -m training.s1_train {argv}`; figures alone: `python -m training.s1_train --name {name} --measure-only`
+or `python benchmarks/s1_statements.py --s1 classifier:{name}`.
+"""

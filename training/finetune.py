@@ -22,7 +22,6 @@ import argparse
 import json
 import random
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -41,6 +40,7 @@ from soma_local.s1.temperature import fit_temperature
 from training.card import model_card
 from training.cue_heads import fit_cue_head
 from training.examples import Example, read_labelled, split_by_question
+from training.fit import FitSettings, fine_tune
 from training.reader_labels import LABELS, examples as reader_examples, read_labels
 from training.reader_set import load_all, training_half
 from training.train import report
@@ -77,43 +77,10 @@ def logits_of(encoder: PairEncoder, head: ScoreHead, pairs: Sequence[tuple[str, 
 
 def train(encoder: PairEncoder, head: ScoreHead, pairs, labels: np.ndarray, args, checkpoint: Path) -> None:
     """AdamW, linear warm-up then linear decay; encoder and head at their own learning rates."""
-    torch.manual_seed(args.seed)
-    params = [{"params": encoder.model.parameters(), "lr": args.lr},
-              {"params": head.parameters(), "lr": args.head_lr}]
-    optim = torch.optim.AdamW(params, weight_decay=args.weight_decay)
     plan = [b for epoch in range(args.epochs) for b in length_batches(pairs, args.batch_size, random.Random(args.seed + epoch))]
-    total, warm = len(plan), max(1, int(0.06 * len(plan)))
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm))))
-    step = 0
-    if checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=True)
-        encoder.model.load_state_dict(state["encoder"])
-        head.load_state_dict(state["head"])
-        optim.load_state_dict(state["optim"])
-        sched.load_state_dict(state["sched"])
-        step = state["step"]
-        print(f"resuming at step {step} of {total}")
-    loss_fn = torch.nn.BCEWithLogitsLoss()
-    y = torch.from_numpy(labels).float()
-    t0, seen = time.perf_counter(), 0
-    for step in range(step, total):
-        encoder.model.train()
-        head.train()
-        idx = plan[step]
-        loss = loss_fn(head(encoder.features([pairs[i] for i in idx], grad=True)).float(), y[idx].to(encoder.device))
-        optim.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(encoder.model.parameters()) + list(head.parameters()), 1.0)
-        optim.step()
-        sched.step()
-        seen += len(idx)
-        if (step + 1) % args.log_every == 0 or step + 1 == total:
-            rate = seen / (time.perf_counter() - t0)
-            print(f"step {step + 1}/{total} loss {loss.item():.4f} ({rate:.1f} examples/s, "
-                  f"~{(total - step - 1) * args.batch_size / rate / 60:.0f} min left)", flush=True)
-        if (step + 1) % args.checkpoint_every == 0 or step + 1 == total:
-            torch.save({"encoder": encoder.model.state_dict(), "head": head.state_dict(), "optim": optim.state_dict(),
-                        "sched": sched.state_dict(), "step": step + 1}, checkpoint)
+    settings = FitSettings(lr=args.lr, head_lr=args.head_lr, weight_decay=args.weight_decay, seed=args.seed,
+                           log_every=args.log_every, checkpoint_every=args.checkpoint_every)
+    fine_tune(encoder, head, plan, lambda idx: (encoder.tokenize([pairs[i] for i in idx]), labels[idx]), settings, checkpoint)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -63,15 +63,16 @@ class S1(ABC):
     def score_states(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         """Probabilities that each (statement, state) holds, in order."""
 
-    def _reserve(self, statements: Sequence[str]) -> int:
+    def reserve(self, statements: Sequence[str]) -> int:
+        """Tokens of the input limit a state leaves for these statements and the backend's template."""
         return longest_tokens(statements, self.tokenizer) + self.template_tokens
 
     def state_for(self, task: str, reasoning: str, statements: Sequence[str]) -> str:
-        return build_state(task, reasoning, self.tokenizer, self.input_limit, self._reserve(statements))
+        return build_state(task, reasoning, self.tokenizer, self.input_limit, self.reserve(statements))
 
     def task_cut(self, task: str, statements: Sequence[str]) -> TaskCut | None:
         """Whether this S1 reads the task cut (see ``s1.state``), so a run can say so up front."""
-        return task_cut(task, self.tokenizer, self.input_limit, self._reserve(statements))
+        return task_cut(task, self.tokenizer, self.input_limit, self.reserve(statements))
 
     def score(self, queries: Sequence[S1Query]) -> list[float | None]:
         statements = [q.statement for q in queries]

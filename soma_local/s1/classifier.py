@@ -10,6 +10,7 @@ and architecture still come from the local package. All monitors of a pause are 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -22,7 +23,7 @@ from soma_local.s1.base import S1
 from soma_local.s1.cues import text_cues
 from soma_local.s1.models import (CueHead, model_version, read_config, read_encoder_weights, read_trained_questions,
                                   read_weights, resolve_backbone, resolve_s1_model)
-from soma_local.s1.state import build_state, parse_state
+from soma_local.s1.state import build_state, longest_tokens, parse_state
 from soma_local.s1.temperature import scaled_probs
 
 
@@ -104,23 +105,124 @@ class PairEncoder:
     def features(self, pairs: Sequence[tuple[str, str]], grad: bool = False) -> torch.Tensor:
         """Features of one batch, on the encoder's device (with gradients only for fine-tuning). A state
         over the limit loses its tail only as a last resort: the state builder has already cut it to fit."""
-        with (torch.set_grad_enabled(grad), torch.inference_mode(not grad),
-              torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)):
-            return self._features(pairs)
+        return self.run(self.tokenize(pairs), grad)
 
-    def _features(self, pairs: Sequence[tuple[str, str]]) -> torch.Tensor:
-        batch = self.tok(
+    def reserve(self, statement_tokens: int) -> int:
+        """Tokens of the input limit a state must leave for a statement of this many tokens."""
+        return statement_tokens + self.special_tokens
+
+    def tokenize(self, pairs: Sequence[tuple[str, str]]):
+        return self.tok(
             [s for s, _ in pairs],
             [x for _, x in pairs],
             truncation="only_second",
             max_length=self.max_length,
             padding=True,
             return_tensors="pt",
-        ).to(self.device)
-        hidden = self.model(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        return torch.cat([mean, hidden[:, 0]], dim=-1).float()
+        )
+
+    def run(self, batch, grad: bool = False) -> torch.Tensor:
+        """Features of a tokenised batch: the attention-masked mean of the last layer and the first token.
+        Training builds its batches from states tokenised once, so both paths meet here."""
+        batch = batch.to(self.device)
+        with (torch.set_grad_enabled(grad), torch.inference_mode(not grad),
+              torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)):
+            hidden = self.model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return torch.cat([mean, hidden[:, 0]], dim=-1).float()
+
+
+@dataclass
+class Packed:
+    """States with their statements in one batch: model inputs, and where each statement sits."""
+
+    inputs: dict[str, torch.Tensor]
+    segments: list[tuple[int, int, int]]  # (row, first token, end) of each statement, in pair order
+
+    def to(self, device: torch.device) -> "Packed":
+        return Packed({k: v.to(device) for k, v in self.inputs.items()}, self.segments)
+
+
+class SharedStateEncoder(PairEncoder):
+    """Reads a state once for all the statements asked of it.
+
+    A row holds each statement's segment (``[CLS] statement [SEP]``) and then the state (``state
+    [SEP]``). A statement's tokens attend to themselves and to the state; the state's tokens attend only
+    to the state, so its encoding is the same whichever statements are asked, and a pause costs one
+    state's encoding however many monitors it has, plus a few tokens each. Positions: each segment from
+    0, the state from ``STATEMENT_ROOM``, so neither depends on the other. A statement's features are
+    the mean and the first token of its own segment's last layer.
+    """
+
+    STATEMENT_ROOM = 64  # positions a statement segment may use; longer statements keep their start
+
+    def reserve(self, statement_tokens: int) -> int:
+        return self.STATEMENT_ROOM + 1  # the state's room does not depend on the statement
+
+    def pack_ids(self, groups: Sequence[tuple[list[int], list[list[int]]]]) -> Packed:
+        tok = self.tok
+        state_room = self.max_length - self.STATEMENT_ROOM - 1
+        rows, segments = [], []
+        for row, (state, statements) in enumerate(groups):
+            ids, types, positions, owner = [], [], [], []
+            for k, s in enumerate(statements):
+                seg = [tok.cls_token_id, *s[: self.STATEMENT_ROOM - 2], tok.sep_token_id]
+                segments.append((row, len(ids), len(ids) + len(seg)))
+                ids += seg
+                types += [0] * len(seg)
+                positions += range(len(seg))
+                owner += [k] * len(seg)
+            body = [*state[:state_room], tok.sep_token_id]
+            ids += body
+            types += [1] * len(body)
+            positions += range(self.STATEMENT_ROOM, self.STATEMENT_ROOM + len(body))
+            owner += [-1] * len(body)
+            rows.append((ids, types, positions, owner))
+        width = max(len(r[0]) for r in rows)
+        n = len(rows)
+        input_ids = torch.full((n, width), tok.pad_token_id, dtype=torch.long)
+        token_types = torch.zeros((n, width), dtype=torch.long)
+        position_ids = torch.zeros((n, width), dtype=torch.long)
+        mask = torch.zeros((n, width, width), dtype=torch.bool)
+        for i, (ids, types, positions, owner) in enumerate(rows):
+            m = len(ids)
+            input_ids[i, :m] = torch.tensor(ids)
+            token_types[i, :m] = torch.tensor(types)
+            position_ids[i, :m] = torch.tensor(positions)
+            who = torch.tensor(owner)
+            is_state = who == -1
+            # query q may see key k: k is a state token, or q and k belong to the same statement
+            mask[i, :m, :m] = is_state[None, :] | ((who[:, None] == who[None, :]) & ~is_state[:, None])
+            mask[i, m:, m:] = torch.eye(width - m, dtype=torch.bool)  # padding sees itself only (no NaN rows)
+        return Packed({"input_ids": input_ids, "token_type_ids": token_types, "position_ids": position_ids,
+                       "attention_mask": mask}, segments)
+
+    def tokenize(self, pairs: Sequence[tuple[str, str]]) -> Packed:
+        """Pairs grouped by state (in first-seen order); ``run`` returns features in pair order."""
+        order: dict[str, list[int]] = {}
+        for i, (_, state) in enumerate(pairs):
+            order.setdefault(state, []).append(i)
+        groups = [(self.counter.encode(state), [self.counter.encode(pairs[i][0]) for i in idx]) for state, idx in order.items()]
+        packed = self.pack_ids(groups)
+        where = [i for idx in order.values() for i in idx]  # segment j answers pair where[j]
+        segments = [None] * len(pairs)
+        for j, i in enumerate(where):
+            segments[i] = packed.segments[j]
+        return Packed(packed.inputs, segments)
+
+    def run(self, batch: Packed, grad: bool = False) -> torch.Tensor:
+        batch = batch.to(self.device)
+        inputs = dict(batch.inputs)
+        # A 4-D additive mask is read as given by every attention implementation of transformers.
+        allowed = inputs.pop("attention_mask")[:, None, :, :]
+        with (torch.set_grad_enabled(grad), torch.inference_mode(not grad),
+              torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)):
+            dtype = self.model.dtype if not self.bf16 else torch.bfloat16
+            additive = torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill(~allowed, torch.finfo(dtype).min)
+            hidden = self.model(**inputs, attention_mask=additive).last_hidden_state
+            feats = [torch.cat([hidden[r, a:b].mean(0), hidden[r, a]]) for r, a, b in batch.segments]
+            return torch.stack(feats).float()
 
 
 class ScoreHead(nn.Module):
@@ -166,8 +268,9 @@ class ClassifierS1(S1):
         folder = resolve_s1_model(str(model) if model else None)
         config = read_config(folder)
         weights = read_weights(folder)
-        self.encoder = PairEncoder(resolve_backbone(config.backbone), input_limit or config.max_length, device,
-                                   read_encoder_weights(folder, config), precision)
+        encoder = SharedStateEncoder if config.reading == "shared" else PairEncoder
+        self.encoder = encoder(resolve_backbone(config.backbone), input_limit or config.max_length, device,
+                               read_encoder_weights(folder, config), precision)
         self.head = ScoreHead(self.encoder.feature_dim, config.head_hidden)
         try:
             self.head.load_state_dict(weights)
@@ -190,10 +293,13 @@ class ClassifierS1(S1):
     def tokenizer(self) -> _TokenCounter:
         return self.encoder.counter
 
+    def reserve(self, statements: Sequence[str]) -> int:
+        return self.encoder.reserve(longest_tokens(statements, self.tokenizer))
+
     @torch.inference_mode()
     def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Raw z for each (statement, state), before temperature scaling; the encoder reads the newest part."""
-        reserve = self._reserve([s for s, _ in pairs])
+        reserve = self.reserve([s for s, _ in pairs])
         parsed = {state: parse_state(state) for _, state in pairs}  # the monitors of a pause share one state
         short = {state: self._encoder_state(state, parts, reserve) for state, parts in parsed.items()}
         z = self.head(self.encoder.features([(statement, short[state]) for statement, state in pairs])).double().cpu().numpy()

@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -69,6 +70,9 @@ class S1ModelConfig(BaseModel):
                                  "max_length); none: max_length")
     cue_heads: dict[str, CueHead] = Field(
         default_factory=dict, description="per monitor named in statements: text cues beside the encoder")
+    reading: Literal["pair", "shared"] = Field(
+        "pair", description="pair: the encoder reads each (statement, state) on its own; shared: it reads a state once "
+                            "and each statement attends to it (soma_local.s1.classifier.SharedStateEncoder)")
 
     @model_validator(mode="after")
     def _cue_heads_fit(self) -> "S1ModelConfig":
@@ -161,7 +165,8 @@ def model_version(folder: Path, config: S1ModelConfig, temperature: float | None
     endings do not matter), head and encoder weights, and a temperature given in place of the fitted
     one. Score caches, calibration entries and bench result files key on it, so an S1 retrained under
     the same name never reuses its predecessor's numbers."""
-    digest = hashlib.sha256(config.model_dump_json().encode())
+    # A field added later is hashed only when set, so older models keep the version they were calibrated with.
+    digest = hashlib.sha256(config.model_dump_json(exclude={"reading"} if config.reading == "pair" else None).encode())
     for name in (WEIGHTS_FILE, config.encoder_weights):
         if name and (folder / name).is_file():
             part = hashlib.sha256()  # hashlib.file_digest would do this, but only from Python 3.11

@@ -30,6 +30,9 @@ class WrappedS1(S1):
     def tokenizer(self) -> TokenCounter:
         return self.inner.tokenizer
 
+    def reserve(self, statements: Sequence[str]) -> int:
+        return self.inner.reserve(statements)
+
     def state_for(self, task: str, reasoning: str, statements: Sequence[str]) -> str:
         return self.inner.state_for(task, reasoning, statements)
 

@@ -303,7 +303,7 @@ def plan_request(s1: S1, request: SystemOneRequest, model: str, limits: Limits =
         longest = max(tokens.count(s) for s in sts)
         # An S1 state was cut to the S1's input limit above; other text is windowed at what one pair reads.
         limit = s1.input_limit if parsed is not None else (s1.reads_at_once or s1.input_limit)
-        room = limit - longest - s1.template_tokens
+        room = limit - s1.reserve(sts)
         if state_tokens <= room:
             windows = [text]
         elif room < MIN_WINDOW_TOKENS or parsed is not None:

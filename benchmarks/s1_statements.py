@@ -1,0 +1,61 @@
+"""How well S1s read statements they were and were not trained on: the statement bank's test and eval
+pairs, per family, with negation agreement and whether p leaves the middle.
+
+    PYTHONPATH=. python benchmarks/s1_statements.py --s1 classifier:minilm-statements --s1 classifier:minilm-reader
+
+`eval` states come from the half of the questions no S1 was trained on (replay's half); `test` from the
+training half's test questions. Held-out families (`held_out = true` in the bank) were never trained on,
+fitted or chosen on by the bank's trainer. Every pair is scored through the S1 interface, as a run would
+score it. Figures: `training/bank_eval.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from soma_local.s1.factory import load_s1
+from training import bank_eval
+from training.bank_pairs import all_pairs
+from training.s1_train import limit_states
+from training.statement_bank import load_bank
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--s1", action="append", required=True, help="S1 spec, repeatable (e.g. classifier:minilm-reader)")
+    ap.add_argument("--splits", default="eval,test", help="comma-separated bank splits to score")
+    ap.add_argument("--limit", type=int, default=0, help="the first N states of each split (0 = all)")
+    ap.add_argument("--no-negations", dest="negations", action="store_false", help="skip the negation agreement (halves the time)")
+    ap.add_argument("--json", type=Path, help="also write every figure here")
+    args = ap.parse_args()
+    bank = load_bank()
+    pairs = all_pairs(bank)
+    out = {}
+    for spec in args.s1:
+        s1 = load_s1(spec)
+        sets = {}
+        for split in args.splits.split(","):
+            chosen = limit_states([p for p in pairs if p.split == split], args.limit)
+            sets[split] = bank_eval.figures(chosen, bank_eval.score(s1, chosen, progress=f"{s1.name} {split}"), bank)
+            if args.negations:
+                sets[split]["negation"] = bank_eval.negation_gap(s1, chosen, bank, progress=f"{s1.name} {split}")
+        s1.close()
+        out[s1.name] = sets
+        print(f"\n## {s1.name}\n")
+        print(bank_eval.pooled_table(sets))
+        for split, s in sets.items():
+            mid, neg = s["middle"], s.get("negation", {})
+            print(f"{split}: median p {mid['median_p_reader_ge_0.8']:.3f} where readers >= 0.8 ({mid['n_high']}), "
+                  f"{mid['median_p_reader_le_0.2']:.3f} where <= 0.2 ({mid['n_low']})"
+                  + (f"; |p(s) + p(not s) - 1| {neg['mean_abs_gap']:.3f} ({neg['n']})" if neg else ""))
+        print()
+        print(bank_eval.family_table(sets))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

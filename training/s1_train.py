@@ -1,0 +1,282 @@
+"""Train the statement-reading S1: one cross-encoder that judges any statement about a reasoning state.
+
+    python -m training.s1_train --name minilm-statements                 # train, fit T, measure, ship
+    python -m training.s1_train --name minilm-statements --measure-only  # measure the folder as it ships
+
+Data (``training.bank_pairs``): every reader-labelled (state, statement) pair of the statement bank's
+``train`` questions in families that are not held out, plus the paper monitors' reader labels; each
+epoch a share of the pairs is shown in another wording of its family or as its negation (label 1 - p),
+so the model learns that wordings agree and negations flip. T is fitted on ``dev`` pairs of trained
+families. Held-out families, the ``test`` and ``eval`` splits and gold are measured only.
+
+Cost on two CPU cores is the encoder's forward and backward passes, so the loop does as little else as
+it can: every state is tokenised once (per input length) and batches are assembled from token ids;
+batches group pairs of similar length and pad to their own longest; bfloat16 autocast where the CPU
+has it natively (``--precision``); the word embeddings stay frozen (half of MiniLM's weights, and the
+optimiser's work on them); early epochs may read shorter states (``--short-epochs``). Each log line
+prints seconds per labelled pair. Checkpoints every ``--checkpoint-every`` steps under
+``training/runs/NAME/``: rerunning the same command resumes there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from soma_local.data_dir import data_dir
+from soma_local.errors import ModelFileError
+from soma_local.s1.classifier import PRECISIONS, ClassifierS1, PairEncoder, ScoreHead, SharedStateEncoder
+from soma_local.s1.models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, S1ModelConfig, read_config,
+                                  read_encoder_weights, read_trained_questions, read_weights, resolve_backbone,
+                                  resolve_s1_model, write_model, write_trained_questions)
+from soma_local.s1.state import build_state, longest_tokens
+from soma_local.s1.temperature import fit_temperature
+from training import bank_eval
+from training.bank_pairs import PAPER_MONITORS, Pair, all_pairs, reworded, trainable
+from training.card import statement_card
+from training.examples import read_labelled
+from training.fit import FitSettings, fine_tune
+from training.statement_bank import Bank, load_bank
+
+RUNS_DIR = Path(__file__).resolve().parent / "runs"
+REPO = Path(__file__).resolve().parents[1]
+
+
+class StateTokens:
+    """Each state's token ids at an input length, computed once: the state builder cuts the oldest
+    reasoning exactly as serving does, with the room the encoder keeps for the longest statement."""
+
+    def __init__(self, encoder: PairEncoder, statements: Sequence[str]) -> None:
+        self.encoder = encoder
+        self.reserve = encoder.reserve(longest_tokens(list(statements), encoder.counter))
+        self._states: dict[tuple[str, int], tuple[str, list[int]]] = {}
+        self._statements: dict[str, list[int]] = {}
+
+    def state(self, pair: Pair, length: int) -> list[int]:
+        return self._state(pair, length)[1]
+
+    def state_text(self, pair: Pair, length: int) -> str:
+        return self._state(pair, length)[0]
+
+    def _state(self, pair: Pair, length: int) -> tuple[str, list[int]]:
+        key = (pair.sid, length)
+        if key not in self._states:
+            text = build_state(pair.task, pair.reasoning, self.encoder.counter, length, self.reserve)
+            self._states[key] = (text, self.encoder.counter.encode(text))
+        return self._states[key]
+
+    def batch(self, step: list[tuple[Pair, list[tuple[str, float]]]], length: int):
+        """The model inputs of one step: states packed with their statements from token ids (shared
+        reading), or (statement, state) text pairs through the tokenizer (pair reading)."""
+        if isinstance(self.encoder, SharedStateEncoder):
+            return self.encoder.pack_ids([(self.state(p, length), [self.statement(s) for s, _ in st]) for p, st in step])
+        return self.encoder.tokenize([(s, self.state_text(p, length)) for p, st in step for s, _ in st])
+
+    def statement(self, text: str) -> list[int]:
+        if text not in self._statements:
+            self._statements[text] = self.encoder.counter.encode(text)
+        return self._statements[text]
+
+
+Step = tuple[int, list[tuple[Pair, list[tuple[str, float]]]]]  # (input length, [(state, [(statement, label)])])
+
+
+def plan_epochs(pairs: Sequence[Pair], bank: Bank, tokens: StateTokens, args) -> list[Step]:
+    """One entry per step, fixed by the seed: states of similar length, each with every statement
+    labelled on it (a share reworded or negated anew each epoch), about ``--batch-size`` pairs a step.
+    Paper states carry one statement each, so only ``--paper-per-epoch`` of them join an epoch."""
+    by_state: dict[str, list[Pair]] = {}
+    for p in pairs:
+        by_state.setdefault(p.sid, []).append(p)
+    bank_states = [g for g in by_state.values() if g[0].source != "paper"]
+    paper_states = [g for g in by_state.values() if g[0].source == "paper"]
+    plan: list[Step] = []
+    for epoch in range(args.epochs):
+        rng = random.Random(f"{args.seed}:{epoch}")
+        length = args.short_length if epoch < args.short_epochs else args.max_length
+        chosen = bank_states + rng.sample(paper_states, min(args.paper_per_epoch, len(paper_states)))
+        units = []
+        for group in chosen:
+            shown = [reworded(p, bank, rng, args.reword_share, args.negation_share) for p in group]
+            units.append((len(tokens.state(group[0], length)) + rng.random() * 24, group[0], [(q.statement, q.p) for q in shown]))
+        units.sort(key=lambda u: u[0])
+        steps, current, size = [], [], 0
+        for _, state, statements in units:
+            current.append((state, statements))
+            size += len(statements)
+            if size >= args.batch_size:
+                steps.append(current)
+                current, size = [], 0
+        if current:
+            steps.append(current)
+        rng.shuffle(steps)
+        plan += [(length, step) for step in steps]
+    return plan
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m training.s1_train", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--name", default="minilm-statements", help="folder name under s1_models/")
+    ap.add_argument("--backbone", default="all-minilm-l6-v2", help="embedded backbone name or local HF folder")
+    ap.add_argument("--init", default="minilm-reader",
+                    help="an S1 folder whose fine-tuned encoder and head to start from, or 'none' for the published backbone")
+    ap.add_argument("--max-length", type=int, default=384, help="input limit in backbone tokens (training and serving)")
+    ap.add_argument("--short-length", type=int, default=256, help="input limit of the first --short-epochs epochs")
+    ap.add_argument("--short-epochs", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--reading", choices=["shared", "pair"], default="shared",
+                    help="shared: a state is read once and each statement attends to it; pair: one pass per (statement, state)")
+    ap.add_argument("--batch-size", type=int, default=16, help="labelled pairs per step (whole states: a few more)")
+    ap.add_argument("--paper-per-epoch", type=int, default=1200,
+                    help="paper-monitor states (one statement each) drawn into each epoch")
+    ap.add_argument("--lr", type=float, default=5e-5, help="encoder learning rate")
+    ap.add_argument("--head-lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--reword-share", type=float, default=0.5, help="share of pairs shown in a random wording of their family")
+    ap.add_argument("--negation-share", type=float, default=0.3, help="share of those shown as the negation (label 1 - p)")
+    ap.add_argument("--train-embeddings", dest="freeze_embeddings", action="store_false",
+                    help="train the word embeddings too (frozen by default)")
+    ap.add_argument("--limit", type=int, default=0, help="train on the first N pairs only (a quick check)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--checkpoint-every", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    ap.add_argument("--precision", choices=PRECISIONS, default=None, help="as soma's SOMA_S1_PRECISION (default auto)")
+    ap.add_argument("--device", default=None, help="cpu | cuda | auto (default; SOMA_S1_DEVICE)")
+    ap.add_argument("--out", type=Path, default=S1_MODELS_DIR, help="where released S1s live")
+    ap.add_argument("--measure-only", action="store_true", help="measure s1_models/NAME as it ships; train nothing")
+    ap.add_argument("--eval-limit", type=int, default=0, help="measure on the first N states of each set (0 = all)")
+    return ap.parse_args(argv)
+
+
+def init_weights(args) -> tuple[dict | None, dict | None, frozenset[str]]:
+    """(encoder weights, head weights, trained questions) of ``--init``, or nothing for the published backbone."""
+    if args.init == "none":
+        return None, None, frozenset()
+    folder = resolve_s1_model(args.init)
+    config = read_config(folder)
+    if not config.encoder_weights or config.backbone != args.backbone or config.head_hidden != 0:
+        raise ModelFileError(f"{folder}: --init needs a fine-tuned S1 of backbone '{args.backbone}' with a linear head")
+    return read_encoder_weights(folder, config), read_weights(folder), read_trained_questions(folder)
+
+
+def measure(folder: Path, pairs: Sequence[Pair], bank: Bank, args) -> dict:
+    """The shipped folder's figures on test and eval pairs, negation agreement on eval, and gold."""
+    s1 = ClassifierS1(folder, device=args.device, precision=args.precision)
+    out: dict = {}
+    for split in ("test", "eval"):
+        chosen = limit_states([p for p in pairs if p.split == split], args.eval_limit)
+        out[split] = bank_eval.figures(chosen, bank_eval.score(s1, chosen, progress=split), bank)
+    out["eval"]["negation"] = bank_eval.negation_gap(s1, limit_states([p for p in pairs if p.split == "eval"], args.eval_limit),
+                                                     bank, progress="eval negations")
+    gold_path = data_dir() / "s1_labels" / "gold_dev.jsonl"
+    if gold_path.is_file():
+        from soma_local.engine.monitors import resolve_monitors
+
+        statements = {m.name: m.statement for m in resolve_monitors(list(PAPER_MONITORS))}
+        gold = [e for e in read_labelled(gold_path) if e.monitor in statements]
+        gold_pairs = [Pair(e.key, e.question_id, "eval", "gold", f"paper_{e.monitor}", e.monitor, statements[e.monitor],
+                           e.task, e.reasoning, e.label) for e in gold]
+        out["gold_dev"] = bank_eval.figures(gold_pairs, bank_eval.score(s1, gold_pairs, progress="gold"), bank)
+    s1.close()
+    return out
+
+
+def limit_states(pairs: Sequence[Pair], n: int) -> list[Pair]:
+    if not n:
+        return list(pairs)
+    keep = set(sorted({p.sid for p in pairs})[:n])
+    return [p for p in pairs if p.sid in keep]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    bank = load_bank()
+    t0 = time.perf_counter()
+    pairs = all_pairs(bank)
+    train_pairs, dev_pairs = trainable(pairs, bank, "train"), trainable(pairs, bank, "dev")
+    if args.limit:
+        train_pairs = train_pairs[: args.limit]
+    print(f"pairs: {len(train_pairs)} train, {len(dev_pairs)} dev (T), "
+          f"{sum(p.split == 'test' for p in pairs)} test, {sum(p.split == 'eval' for p in pairs)} eval; "
+          f"held-out families: {', '.join(f.id for f in bank.held_out)} ({time.perf_counter() - t0:.0f} s to rebuild the states)")
+    folder = args.out / args.name
+    metrics_path = folder / "metrics.json"
+    if args.measure_only:
+        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+        metrics["measured"] = measure(folder, pairs, bank, args)
+        return finish(folder, read_config(folder), metrics, bank)
+
+    encoder_weights, head_weights, init_questions = init_weights(args)
+    reader = SharedStateEncoder if args.reading == "shared" else PairEncoder
+    encoder = reader(resolve_backbone(args.backbone), args.max_length, args.device, encoder_weights, args.precision)
+    head = ScoreHead(encoder.feature_dim, 0).to(encoder.device)
+    if head_weights is not None:
+        head.load_state_dict(head_weights)
+    statements = [bank.statement(f"{f.id}.{i}{neg}") for f in bank.family for i in range(len(f.wordings)) for neg in ("", ".not")]
+    tokens = StateTokens(encoder, statements + sorted({p.statement for p in pairs}))
+    t0 = time.perf_counter()
+    plan = plan_epochs(train_pairs, bank, tokens, args)
+    print(f"{len(plan)} steps of about {args.batch_size} pairs, {sum(len(st) for _, step in plan for _, st in step)} pairs in "
+          f"{args.epochs} epochs; states tokenised in {time.perf_counter() - t0:.0f} s; "
+          f"bf16 autocast {'on' if encoder.bf16 else 'off'}, {torch.get_num_threads()} threads", flush=True)
+    work = RUNS_DIR / args.name
+    work.mkdir(parents=True, exist_ok=True)
+    settings = FitSettings(lr=args.lr, head_lr=args.head_lr, weight_decay=args.weight_decay, seed=args.seed,
+                           log_every=args.log_every, checkpoint_every=args.checkpoint_every,
+                           freeze_embeddings=args.freeze_embeddings)
+
+    def batch(entry: Step):
+        length, step = entry
+        return tokens.batch(step, length), [y for _, statements in step for _, y in statements]
+
+    speed = fine_tune(encoder, head, plan, batch, settings, work / "checkpoint.pt")
+    print(f"trained: {speed.pairs} pairs in {speed.seconds / 60:.1f} min, {speed.seconds_per_pair:.3f} s/pair", flush=True)
+
+    # Ship half-precision encoder weights; fit T and measure with exactly what ships, loaded back.
+    config = S1ModelConfig(backbone=args.backbone, max_length=encoder.max_length, head_hidden=0, temperature=1.0,
+                           encoder_weights=ENCODER_WEIGHTS_FILE, reading=args.reading)
+    write_model(folder, config, head.state_dict(), "", encoder={k: v.half() for k, v in encoder.model.state_dict().items()})
+    raw = ClassifierS1(folder, device=args.device, precision=args.precision)
+    p_dev = np.clip(bank_eval.score(raw, dev_pairs, progress="dev (T)"), 1e-6, 1 - 1e-6)
+    raw.close()
+    temperature = fit_temperature(np.log(p_dev / (1 - p_dev)), np.array([p.p for p in dev_pairs]))
+    config = config.model_copy(update={"temperature": temperature})
+    (folder / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    questions = {p.question_id for p in pairs if p.split in ("train", "dev")} | set(init_questions)
+    write_trained_questions(folder, questions)
+    metrics = {"temperature": round(temperature, 4),
+               "data": {"train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs), "epochs": args.epochs,
+                        "init": args.init, "held_out_families": [f.id for f in bank.held_out],
+                        "families": len(bank.family), "argv": sys.argv[1:] if argv is None else argv},
+               "throughput": {"pairs": speed.pairs, "minutes": round(speed.seconds / 60, 1),
+                              "seconds_per_pair": round(speed.seconds_per_pair, 4), "threads": torch.get_num_threads(),
+                              "bf16": encoder.bf16, "device": str(encoder.device)}}
+    metrics["measured"] = measure(folder, pairs, bank, args)
+    return finish(folder, config, metrics, bank)
+
+
+def finish(folder: Path, config: S1ModelConfig, metrics: dict, bank: Bank) -> int:
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (folder / CARD_FILE).write_text(statement_card(folder.name, config, metrics), encoding="utf-8")
+    m = metrics["measured"]
+    print(bank_eval.pooled_table({k: v for k, v in m.items() if k != "gold_dev"}))
+    print(bank_eval.family_table({"test": m["test"], "eval": m["eval"]}))
+    print(json.dumps({"negation": m["eval"].get("negation"), "middle": m["eval"]["middle"],
+                      "gold_dev": {f: v["auroc"] for f, v in m.get("gold_dev", {}).get("families", {}).items()}}, indent=1))
+    print(f"saved {folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
