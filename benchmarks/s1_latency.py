@@ -2,7 +2,7 @@
 
     python benchmarks/s1_latency.py [--s1 classifier] [--repeats 30]
 
-Prints p50 / p95 of one scan (a batch of the two shipped monitors, state filled to the S1's default
+Prints p50 / p95 of one scan (a batch of the demo's three monitors by default, state filled to the S1's
 input limit from a real trace) and the ratio of that time to the time the default S2 takes to write
 256 tokens, the scan interval: the share of a run S1 adds when it scans at every pause.
 """
@@ -31,9 +31,9 @@ from training.traces import load_traces  # noqa: E402
 INTERVAL = 256
 
 
-def s1_latency(spec: str | None, repeats: int, task: str, reasoning: str) -> tuple[list[float], str, int]:
+def s1_latency(spec: str | None, monitors: list[str], repeats: int, task: str, reasoning: str) -> tuple[list[float], str, int]:
     s1 = load_s1(spec)
-    queries = [S1Query(m.statement, task, reasoning) for m in resolve_monitors(["overthinking", "unanswerable"])]
+    queries = [S1Query(m.statement, task, reasoning) for m in resolve_monitors(monitors)]
     s1.score(queries)  # warm-up: first call pays one-time allocation
     times = []
     for _ in range(repeats):
@@ -65,14 +65,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--s1", default=None, help="S1 spec (default: the shipped classifier)")
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--monitor", action="append", default=None,
+                    help="monitors scored in one scan, repeatable (default: overthinking, unanswerable, looping)")
     ap.add_argument("--threads", type=int, default=None, help="S2 threads (default: all cores)")
     args = ap.parse_args()
     trace = max(load_traces([data / "traces" / "umwp_Qwen3-8B_unanswerable.jsonl"])[:20], key=lambda t: len(t.thinking))
-    times, s1_name, state_tokens = s1_latency(args.s1, args.repeats, trace.question, trace.thinking)
+    monitors = args.monitor or ["overthinking", "unanswerable", "looping"]
+    times, s1_name, state_tokens = s1_latency(args.s1, monitors, args.repeats, trace.question, trace.thinking)
     per_token, s2_name = s2_seconds_per_token(args.threads, trace.question)
     p50, p95 = np.percentile(times, 50), np.percentile(times, 95)
     s2_interval = per_token * INTERVAL
-    print(f"S1 {s1_name}: scan of 2 monitors, state {state_tokens} tokens, {args.repeats} repeats")
+    print(f"S1 {s1_name}: scan of {len(monitors)} monitors, state {state_tokens} tokens, {args.repeats} repeats")
     print(f"  p50 {p50 * 1000:.0f} ms   p95 {p95 * 1000:.0f} ms")
     print(f"S2 {s2_name}: {1 / per_token:.1f} tok/s, {INTERVAL} tokens in {s2_interval:.2f} s")
     print(f"S1 / S2 time per scan interval: {p50 / s2_interval:.2f} (p50)   {p95 / s2_interval:.2f} (p95)")

@@ -110,6 +110,13 @@ def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
     mid = m["eval"]["middle"]
     gold = m.get("gold_dev", {}).get("families", {})
     argv = " ".join(data.get("argv", []))
+    alone = (metrics.get("gold_dev_encoder") or {}).get("families", {})
+    cues = ""
+    if config.cue_heads:
+        cues = (f" with the cue heads of {', '.join(f'`{m}`' for m in config.cue_heads)} (phrase counts over the whole "
+                f"{config.state_limit}-token state, `soma_local/s1/cues.py`, fitted on the train split's reader labels and "
+                f"joined to the encoder on dev; they apply to those two exact statements only); the encoder alone: "
+                + ", ".join(f"{k} {fmt(v['auroc'])}" for k, v in alone.items()))
     fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     return f"""# S1 model `{name}`: reads any statement
 
@@ -145,7 +152,7 @@ A statement and its negation (eval, each scored apart): mean |p(s) + p(not s) - 
 Does p leave the middle (eval): median p {fmt(mid['median_p_reader_ge_0.8'])} on pairs the readers put at >= 0.8
 ({mid['n_high']}), {fmt(mid['median_p_reader_le_0.2'])} on pairs at <= 0.2 ({mid['n_low']}).
 
-Gold (`s1_labels/gold_dev.jsonl`, measured only) AUROC: {', '.join(f'{k} {fmt(v["auroc"])}' for k, v in gold.items()) or 'not measured'}.
+Gold (`s1_labels/gold_dev.jsonl`, measured only) AUROC: {', '.join(f'{k} {fmt(v["auroc"])}' for k, v in gold.items()) or 'not measured'}{cues}.
 
 ### Per family (AUROC, pairs, positives)
 

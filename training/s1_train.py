@@ -21,9 +21,11 @@ prints seconds per labelled pair. Checkpoints every ``--checkpoint-every`` steps
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -42,7 +44,8 @@ from soma_local.s1.temperature import fit_temperature
 from training import bank_eval
 from training.bank_pairs import PAPER_MONITORS, Pair, all_pairs, reworded, trainable
 from training.card import statement_card
-from training.examples import read_labelled
+from training.cue_heads import fit_cue_head
+from training.examples import Example, read_labelled
 from training.fit import FitSettings, fine_tune
 from training.statement_bank import Bank, load_bank
 
@@ -153,8 +156,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--device", default=None, help="cpu | cuda | auto (default; SOMA_S1_DEVICE)")
     ap.add_argument("--out", type=Path, default=S1_MODELS_DIR, help="where released S1s live")
     ap.add_argument("--measure-only", action="store_true", help="measure s1_models/NAME as it ships; train nothing")
+    ap.add_argument("--refit", action="store_true",
+                    help="keep s1_models/NAME's encoder and head; fit T (and cue heads) again and measure")
+    ap.add_argument("--from-checkpoint", type=Path,
+                    help="a training checkpoint (training/runs/NAME/checkpoint-*.pt) to ship as it is, with the run's "
+                         "--reading and --max-length: for a run stopped before its end")
+    ap.add_argument("--no-cue-heads", dest="cue_heads", action="store_false",
+                    help="ship no cue heads for the paper monitors (by default they are fitted over the encoder)")
+    ap.add_argument("--state-limit", type=int, default=2048,
+                    help="tokens of S1 state the cue heads read (the encoder reads the newest --max-length)")
+    ap.add_argument("--speed-test", type=int, default=0, metavar="STEPS",
+                    help="run this many training steps from the init, print seconds per pair, save nothing")
     ap.add_argument("--eval-limit", type=int, default=0, help="measure on the first N states of each set (0 = all)")
     return ap.parse_args(argv)
+
+
+def checkpoint_name(args, n_pairs: int) -> str:
+    """A checkpoint resumes only the run it came from: the settings that shape the plan are in its name."""
+    keys = ("backbone", "init", "reading", "max_length", "short_length", "short_epochs", "epochs", "batch_size", "lr",
+            "head_lr", "weight_decay", "reword_share", "negation_share", "freeze_embeddings", "paper_per_epoch", "seed")
+    digest = hashlib.sha256(json.dumps([n_pairs, *(getattr(args, k) for k in keys)]).encode()).hexdigest()[:12]
+    return f"checkpoint-{digest}.pt"
 
 
 def init_weights(args) -> tuple[dict | None, dict | None, frozenset[str]]:
@@ -177,15 +199,9 @@ def measure(folder: Path, pairs: Sequence[Pair], bank: Bank, args) -> dict:
         out[split] = bank_eval.figures(chosen, bank_eval.score(s1, chosen, progress=split), bank)
     out["eval"]["negation"] = bank_eval.negation_gap(s1, limit_states([p for p in pairs if p.split == "eval"], args.eval_limit),
                                                      bank, progress="eval negations")
-    gold_path = data_dir() / "s1_labels" / "gold_dev.jsonl"
-    if gold_path.is_file():
-        from soma_local.engine.monitors import resolve_monitors
-
-        statements = {m.name: m.statement for m in resolve_monitors(list(PAPER_MONITORS))}
-        gold = [e for e in read_labelled(gold_path) if e.monitor in statements]
-        gold_pairs = [Pair(e.key, e.question_id, "eval", "gold", f"paper_{e.monitor}", e.monitor, statements[e.monitor],
-                           e.task, e.reasoning, e.label) for e in gold]
-        out["gold_dev"] = bank_eval.figures(gold_pairs, bank_eval.score(s1, gold_pairs, progress="gold"), bank)
+    gold = gold_pairs()
+    if gold:
+        out["gold_dev"] = bank_eval.figures(gold, bank_eval.score(s1, gold, progress="gold"), bank)
     s1.close()
     return out
 
@@ -217,12 +233,64 @@ def main(argv: list[str] | None = None) -> int:
         metrics["measured"] = measure(folder, pairs, bank, args)
         return finish(folder, read_config(folder), metrics, bank)
 
-    encoder_weights, head_weights, init_questions = init_weights(args)
+    if args.from_checkpoint:  # a run stopped before its end: ship its last checkpoint as it is
+        state = torch.load(args.from_checkpoint, weights_only=True)
+        encoder_weights, head_weights = state["encoder"], state["head"]
+        init_questions = init_weights(args)[2] | {p.question_id for p in pairs if p.split in ("train", "dev")}
+        metrics = {"data": {"train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs), "epochs": args.epochs,
+                            "stopped_at_step": state["step"], "init": args.init,
+                            "held_out_families": [f.id for f in bank.held_out], "families": len(bank.family),
+                            "argv": sys.argv[1:] if argv is None else argv}}
+        args.refit = True
+    elif args.refit:  # the folder's encoder and head as they are: T and the adapters are fitted again
+        config = read_config(folder)
+        encoder_weights, head_weights, init_questions = (read_encoder_weights(folder, config), read_weights(folder),
+                                                         read_trained_questions(folder))
+        args.reading, args.max_length = config.reading, config.max_length
+        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    else:
+        encoder_weights, head_weights, init_questions = init_weights(args)
     reader = SharedStateEncoder if args.reading == "shared" else PairEncoder
     encoder = reader(resolve_backbone(args.backbone), args.max_length, args.device, encoder_weights, args.precision)
     head = ScoreHead(encoder.feature_dim, 0).to(encoder.device)
     if head_weights is not None:
         head.load_state_dict(head_weights)
+    if not args.refit:
+        speed = train(encoder, head, pairs, train_pairs, bank, args)
+        if speed is None:
+            return 0
+        metrics = {"data": {"train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs), "epochs": args.epochs,
+                            "init": args.init, "held_out_families": [f.id for f in bank.held_out],
+                            "families": len(bank.family), "argv": sys.argv[1:] if argv is None else argv},
+                   "throughput": {"pairs": speed.pairs, "minutes": round(speed.seconds / 60, 1),
+                                  "seconds_per_pair": round(speed.seconds_per_pair, 4), "threads": torch.get_num_threads(),
+                                  "bf16": encoder.bf16, "device": str(encoder.device)}}
+        questions = {p.question_id for p in pairs if p.split in ("train", "dev")} | set(init_questions)
+    else:
+        questions = set(init_questions)
+
+    # Ship half-precision encoder weights; fit T (and the paper monitors' cue heads) with exactly what
+    # ships, loaded back, then measure it.
+    config = S1ModelConfig(backbone=args.backbone, max_length=encoder.max_length, head_hidden=0, temperature=1.0,
+                           encoder_weights=ENCODER_WEIGHTS_FILE, reading=args.reading)
+    write_model(folder, config, head.state_dict(), "", encoder={k: v.half() for k, v in encoder.model.state_dict().items()})
+    write_trained_questions(folder, questions)
+    raw = ClassifierS1(folder, device=args.device, precision=args.precision)
+    z_dev = logits(raw, dev_pairs, "dev (T)")
+    temperature = fit_temperature(z_dev, np.array([p.p for p in dev_pairs]))
+    config = config.model_copy(update={"temperature": temperature})
+    metrics["temperature"] = round(temperature, 4)
+    if args.cue_heads:
+        metrics["gold_dev_encoder"] = measure_gold(raw, bank, temperature)
+        config = with_cue_heads(config, raw, pairs, temperature, args.state_limit)
+    raw.close()
+    (folder / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    metrics["measured"] = measure(folder, pairs, bank, args)
+    return finish(folder, config, metrics, bank)
+
+
+def train(encoder: PairEncoder, head: ScoreHead, pairs: Sequence[Pair], train_pairs: Sequence[Pair], bank: Bank, args):
+    """Fine-tune ``encoder`` and ``head`` in place; the throughput, or None after a speed test."""
     statements = [bank.statement(f"{f.id}.{i}{neg}") for f in bank.family for i in range(len(f.wordings)) for neg in ("", ".not")]
     tokens = StateTokens(encoder, statements + sorted({p.statement for p in pairs}))
     t0 = time.perf_counter()
@@ -230,8 +298,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(plan)} steps of about {args.batch_size} pairs, {sum(len(st) for _, step in plan for _, st in step)} pairs in "
           f"{args.epochs} epochs; states tokenised in {time.perf_counter() - t0:.0f} s; "
           f"bf16 autocast {'on' if encoder.bf16 else 'off'}, {torch.get_num_threads()} threads", flush=True)
-    work = RUNS_DIR / args.name
-    work.mkdir(parents=True, exist_ok=True)
     settings = FitSettings(lr=args.lr, head_lr=args.head_lr, weight_decay=args.weight_decay, seed=args.seed,
                            log_every=args.log_every, checkpoint_every=args.checkpoint_every,
                            freeze_embeddings=args.freeze_embeddings)
@@ -240,30 +306,65 @@ def main(argv: list[str] | None = None) -> int:
         length, step = entry
         return tokens.batch(step, length), [y for _, statements in step for _, y in statements]
 
-    speed = fine_tune(encoder, head, plan, batch, settings, work / "checkpoint.pt")
+    if args.speed_test:
+        with tempfile.TemporaryDirectory() as tmp:
+            speed = fine_tune(encoder, head, plan[: args.speed_test], batch, settings, Path(tmp) / "checkpoint.pt")
+        print(f"speed test: {speed.seconds_per_pair:.3f} s/pair ({speed.pairs} pairs, reading {args.reading}, "
+              f"length {plan[0][0]}, embeddings {'frozen' if args.freeze_embeddings else 'trained'})")
+        return None
+    work = RUNS_DIR / args.name
+    work.mkdir(parents=True, exist_ok=True)
+    speed = fine_tune(encoder, head, plan, batch, settings, work / checkpoint_name(args, len(train_pairs)))
     print(f"trained: {speed.pairs} pairs in {speed.seconds / 60:.1f} min, {speed.seconds_per_pair:.3f} s/pair", flush=True)
+    return speed
 
-    # Ship half-precision encoder weights; fit T and measure with exactly what ships, loaded back.
-    config = S1ModelConfig(backbone=args.backbone, max_length=encoder.max_length, head_hidden=0, temperature=1.0,
-                           encoder_weights=ENCODER_WEIGHTS_FILE, reading=args.reading)
-    write_model(folder, config, head.state_dict(), "", encoder={k: v.half() for k, v in encoder.model.state_dict().items()})
-    raw = ClassifierS1(folder, device=args.device, precision=args.precision)
-    p_dev = np.clip(bank_eval.score(raw, dev_pairs, progress="dev (T)"), 1e-6, 1 - 1e-6)
-    raw.close()
-    temperature = fit_temperature(np.log(p_dev / (1 - p_dev)), np.array([p.p for p in dev_pairs]))
-    config = config.model_copy(update={"temperature": temperature})
-    (folder / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    questions = {p.question_id for p in pairs if p.split in ("train", "dev")} | set(init_questions)
-    write_trained_questions(folder, questions)
-    metrics = {"temperature": round(temperature, 4),
-               "data": {"train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs), "epochs": args.epochs,
-                        "init": args.init, "held_out_families": [f.id for f in bank.held_out],
-                        "families": len(bank.family), "argv": sys.argv[1:] if argv is None else argv},
-               "throughput": {"pairs": speed.pairs, "minutes": round(speed.seconds / 60, 1),
-                              "seconds_per_pair": round(speed.seconds_per_pair, 4), "threads": torch.get_num_threads(),
-                              "bf16": encoder.bf16, "device": str(encoder.device)}}
-    metrics["measured"] = measure(folder, pairs, bank, args)
-    return finish(folder, config, metrics, bank)
+
+def logits(s1: ClassifierS1, pairs: Sequence[Pair], progress: str) -> np.ndarray:
+    """z of each pair before temperature scaling (the S1 is loaded at T = 1)."""
+    p = np.clip(bank_eval.score(s1, pairs, progress=progress) if pairs else np.zeros(0), 1e-7, 1 - 1e-7)
+    return np.log(p / (1 - p)) * s1.temperature
+
+
+def paper_examples(pairs: Sequence[Pair], split: str) -> list[Example]:
+    return [Example(p.sid, p.question_id, p.key, p.task, p.reasoning, p.p) for p in pairs
+            if p.source == "paper" and p.split == split]
+
+
+def with_cue_heads(config: S1ModelConfig, raw: ClassifierS1, pairs: Sequence[Pair], temperature: float,
+                   state_limit: int) -> S1ModelConfig:
+    """The paper monitors' cue heads over this encoder (``training/cue_heads.py``): cue weights on the
+    train split's reader labels, joined to the encoder's logit on dev. They apply to those two exact
+    statements only, so every other statement is read as the general S1 reads it."""
+    heads, statements = {}, {}
+    for monitor in PAPER_MONITORS:
+        train_ex = [e for e in paper_examples(pairs, "train") if e.monitor == monitor]
+        dev = [p for p in pairs if p.source == "paper" and p.split == "dev" and p.key == monitor]
+        heads[monitor], _ = fit_cue_head(train_ex, paper_examples(dev, "dev"), logits(raw, dev, f"dev {monitor}"), temperature)
+        statements[monitor] = dev[0].statement
+    return config.model_copy(update={"statements": statements, "cue_heads": heads, "state_limit": state_limit})
+
+
+def measure_gold(s1: ClassifierS1, bank: Bank, temperature: float) -> dict | None:
+    """Gold figures of the paper monitors through ``s1`` at ``temperature`` (the encoder alone, here)."""
+    gold = gold_pairs()
+    if not gold:
+        return None
+    s1.temperature = temperature
+    out = bank_eval.figures(gold, bank_eval.score(s1, gold, progress="gold (encoder)"), bank)
+    s1.temperature = 1.0
+    return out
+
+
+def gold_pairs() -> list[Pair]:
+    """``gold_dev`` states of the paper monitors, as pairs (measured only)."""
+    from soma_local.engine.monitors import resolve_monitors
+
+    path = data_dir() / "s1_labels" / "gold_dev.jsonl"
+    if not path.is_file():
+        return []
+    statements = {m.name: m.statement for m in resolve_monitors(list(PAPER_MONITORS))}
+    return [Pair(e.key, e.question_id, "eval", "gold", f"paper_{e.monitor}", e.monitor, statements[e.monitor],
+                 e.task, e.reasoning, e.label) for e in read_labelled(path) if e.monitor in statements]
 
 
 def finish(folder: Path, config: S1ModelConfig, metrics: dict, bank: Bank) -> int:
