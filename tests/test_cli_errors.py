@@ -33,6 +33,7 @@ def _cases(tmp_path):
         (["run", "q", "--threshold", "overthinking=nan"], None, ["--threshold overthinking=nan", "> 0"]),
         (["run", "q", "--scan-interval", "0"], None, ["--scan-interval 0", "> 0"]),
         (["run", "--file", missing], None, [missing, "no such file"]),
+        (["run", "--file", "/dev/null"], None, ["--file /dev/null is empty"]),
         (["run", "--file", str(bad_file)], None, [str(bad_file), "not UTF-8"]),
         (["run", "-"], NON_UTF8, ["standard input", "not UTF-8"]),
         (["run", "q", "--chat-template", missing], None, ["--chat-template", "no such file"]),

@@ -207,9 +207,11 @@ def measure(folder: Path, pairs: Sequence[Pair], bank: Bank, args) -> dict:
 
 
 def limit_states(pairs: Sequence[Pair], n: int) -> list[Pair]:
-    if not n:
+    """The pairs of ``n`` states spread evenly over the set's states in id order (every draw is in it)."""
+    sids = sorted({p.sid for p in pairs})
+    if not n or n >= len(sids):
         return list(pairs)
-    keep = set(sorted({p.sid for p in pairs})[:n])
+    keep = {sids[i * len(sids) // n] for i in range(n)}
     return [p for p in pairs if p.sid in keep]
 
 

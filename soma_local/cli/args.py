@@ -91,10 +91,12 @@ resample_count = _number(int, "must be a whole number >= 100", lambda v: v >= 10
 
 
 def existing_file(text: str) -> Path:
+    """A path that exists and is not a folder: a regular file, or one to read like one (``/dev/null``,
+    a pipe from ``<(...)``), whose contents the caller judges."""
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: is a directory, not a file")
-    if not path.is_file():
+    if not path.exists():
         raise argparse.ArgumentTypeError(f"{text}: no such file")
     return path
 
