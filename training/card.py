@@ -100,6 +100,14 @@ Reproduce: {reproduce}
 """
 
 
+READINGS = {
+    "pair": "A cross-encoder pass per (statement, state).",
+    "shared": ("Shared reading (`config.json`: `reading = shared`): the state is encoded once, its tokens attending "
+               "only to each other, and each statement's tokens attend to themselves and to the state, so all the "
+               "monitors of a pause cost about one state encoding."),
+}
+
+
 def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
     """The card of a statement-reading S1 (``training.s1_train``): what it reads, its data, every figure."""
     from training.bank_eval import family_table, pooled_table
@@ -110,6 +118,7 @@ def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
     mid = m["eval"]["middle"]
     gold = m.get("gold_dev", {}).get("families", {})
     argv = " ".join(data.get("argv", []))
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     alone = (metrics.get("gold_dev_encoder") or {}).get("families", {})
     cues = ""
     if config.cue_heads:
@@ -117,14 +126,14 @@ def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
                 f"{config.state_limit}-token state, `soma_local/s1/cues.py`, fitted on the train split's reader labels and "
                 f"joined to the encoder on dev; they apply to those two exact statements only); the encoder alone: "
                 + ", ".join(f"{k} {fmt(v['auroc'])}" for k, v in alone.items()))
-    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     return f"""# S1 model `{name}`: reads any statement
 
-A `{config.backbone}` cross-encoder, fine-tuned end to end with a linear head, reads
+A `{config.backbone}` encoder, fine-tuned end to end with a linear head, reads
 `[statement] [SEP] Task: Q / Reasoning so far: H` (at most {config.max_length} backbone tokens; the task is
 kept whole and the oldest reasoning dropped) and returns one logit z; p = sigmoid(z / T), T = {config.temperature:.3f}
-(fitted on `dev` pairs of trained families). No monitor-specific feature: every statement is read the same
-way. The fine-tuned weights ship in `{config.encoder_weights}` (half precision) with `head.safetensors`.
+(fitted on `dev` pairs of trained families). {READINGS[config.reading]} Every statement is read the same way;
+the only monitor-specific part is the cue heads below. The fine-tuned weights ship in `{config.encoder_weights}`
+(half precision) with `head.safetensors`.
 
 ## Training data
 

@@ -179,6 +179,19 @@ def checkpoint_name(args, n_pairs: int) -> str:
     return f"checkpoint-{digest}.pt"
 
 
+def without_option(argv: Sequence[str], option: str) -> list[str]:
+    """``argv`` less ``option`` and its value: the command that trains what the option shipped."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == option:
+            skip = True
+        elif not a.startswith(option + "="):
+            out.append(a)
+    return out
+
+
 def init_weights(args) -> tuple[dict | None, dict | None, frozenset[str]]:
     """(encoder weights, head weights, trained questions) of ``--init``, or nothing for the published backbone."""
     if args.init == "none":
@@ -242,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics = {"data": {"train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs), "epochs": args.epochs,
                             "stopped_at_step": state["step"], "init": args.init,
                             "held_out_families": [f.id for f in bank.held_out], "families": len(bank.family),
-                            "argv": sys.argv[1:] if argv is None else argv}}
+                            "argv": without_option(sys.argv[1:] if argv is None else argv, "--from-checkpoint")}}
         args.refit = True
     elif args.refit:  # the folder's encoder and head as they are: T and the adapters are fitted again
         config = read_config(folder)
