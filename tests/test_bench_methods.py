@@ -65,4 +65,7 @@ def test_soma_readout_keeps_the_trace_for_read_off(s2):
     out = SomaReadout().run(PROMPT, "overthinking", e)
     kinds = [r["type"] for r in out.records]
     assert kinds[0] == "run_start" and "reminder" in kinds and "branch" in kinds
-    assert "<reminder>" in out.extras["output"] and "<reminder>" not in out.thinking
+    # The inserted paragraph is in the output and never in S2's own thinking. (S2 may write "<reminder>"
+    # itself: SmolLM2 echoes the tag with words of its own on some CPUs, so the check is on what was inserted.)
+    inserted = f"<reminder>{monitors['overthinking'].reminder}</reminder>"
+    assert inserted in out.extras["output"] and inserted not in out.thinking
