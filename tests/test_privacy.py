@@ -119,7 +119,7 @@ def test_supervised_run_with_local_s1_opens_no_network_connection(tmp_path, monk
     trace = tmp_path / "run.jsonl"
     argv = [
         "run", "Tom has 3 apples and buys 4 more. How many apples does he have now?",
-        "--s1", "classifier", "--max-tokens", "200", "--scan-interval", "48", "--line-break-slack", "16",
+        "--s1", "classifier", "--max-tokens", "200", "--scan-interval", "16", "--line-break-slack", "8",
         "--threads", "1", "--seed", "0", "--trace", str(trace),
     ]
     with no_inet() as attempts:  # model loading included

@@ -59,8 +59,9 @@ def test_readout_branch_equals_a_real_run_token_for_token(s2, tmp_path):
     (m,) = resolve_monitors(["unanswerable"])
     probs = [0.8, 0.7, 0.7, 0.7, 0.7]  # remind at 1; S = 0.85, 1.69, 2.54, 3.39 after
     h = 2.0
-    readout = supervise(QUESTION, s2, ScriptedS1(probs), [m], config(mode="readout"))
-    real = supervise(QUESTION, s2, ScriptedS1(probs), [m], config(thresholds={"unanswerable": h}))
+    pause = PauseRule(16, 8)  # four scans within the first ~100 tokens, however soon S2 would stop thinking
+    readout = supervise(QUESTION, s2, ScriptedS1(probs), [m], config(mode="readout", pause=pause))
+    real = supervise(QUESTION, s2, ScriptedS1(probs), [m], config(thresholds={"unanswerable": h}, pause=pause))
     branches = [r for r in readout.records if isinstance(r, Branch)]
     scans = {r.index: r for r in readout.records if isinstance(r, Scan)}
     first = next(b for b in branches if scans[b.scan_index].monitors["unanswerable"].score >= h)
