@@ -40,7 +40,7 @@ from soma_local.s1.models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR
                                   read_encoder_weights, read_trained_questions, read_weights, resolve_backbone,
                                   resolve_s1_model, write_model, write_trained_questions)
 from soma_local.s1.state import build_state, longest_tokens
-from soma_local.s1.temperature import fit_temperature
+from soma_local.s1.temperature import fit_temperature, scaled_probs
 from training import bank_eval
 from training.bank_pairs import PAPER_MONITORS, Pair, all_pairs, reworded, trainable
 from training.card import statement_card
@@ -359,15 +359,12 @@ def with_cue_heads(config: S1ModelConfig, raw: ClassifierS1, pairs: Sequence[Pai
     return config.model_copy(update={"statements": statements, "cue_heads": heads, "state_limit": state_limit})
 
 
-def measure_gold(s1: ClassifierS1, bank: Bank, temperature: float) -> dict | None:
-    """Gold figures of the paper monitors through ``s1`` at ``temperature`` (the encoder alone, here)."""
+def measure_gold(raw: ClassifierS1, bank: Bank, temperature: float) -> dict | None:
+    """Gold figures of the paper monitors through ``raw`` (loaded at T = 1) scaled by ``temperature``."""
     gold = gold_pairs()
     if not gold:
         return None
-    s1.temperature = temperature
-    out = bank_eval.figures(gold, bank_eval.score(s1, gold, progress="gold (encoder)"), bank)
-    s1.temperature = 1.0
-    return out
+    return bank_eval.figures(gold, scaled_probs(logits(raw, gold, "gold (encoder)"), temperature), bank)
 
 
 def gold_pairs() -> list[Pair]:
