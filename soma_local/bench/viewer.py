@@ -1,13 +1,16 @@
-"""A self-contained HTML trace viewer for one question of one result file.
+"""A self-contained HTML trace viewer for one question of a result file, or for one recorded run.
 
 It shows the reasoning as S2 saw it, with reminders and the takeover marked, the answer, and (for
-SOMA runs) p and S per scan plotted against thinking tokens as inline SVG. No scripts and no external
-files, so it opens anywhere, offline.
+SOMA runs) p and S per scan plotted against thinking tokens as inline SVG. Where the scans carry the
+length of the thinking they read, a user can mark each scan "holds" or "does not hold" for a monitor
+and export those hand labels as the JSONL file ``soma tune`` reads. One file, no external resources,
+so it opens anywhere, offline.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 from pathlib import Path
@@ -27,6 +30,48 @@ mark.reminder{background:#ffe08a;display:inline-block;padding:0 .3em;border-left
 mark.takeover{background:#ffc9c9;display:inline-block;padding:0 .3em;border-left:3px solid #c92a2a}
 table{border-collapse:collapse}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}
 .legend span{margin-right:1.5em;white-space:nowrap;display:inline-block}
+#labels td{vertical-align:top}#labels pre{white-space:pre-wrap;margin:0;font-size:12px;max-width:560px}
+#labels tr.holds{background:#e6fcf5}#labels tr.not{background:#fff0f6}
+"""
+
+# The hand-labelling panel: the run's text and scans as JSON, and the script that turns clicks into the
+# label file ``soma tune`` reads (``calibration.labels``: statement, task, reasoning, p).
+_LABEL_SCRIPT = """
+const data = JSON.parse(document.getElementById('trace-data').textContent);
+const marks = {};
+const pick = document.getElementById('label-monitor');
+function key(m, i) { return m + '/' + i; }
+function paint() {
+  const m = pick.value;
+  document.querySelectorAll('#labels tbody tr').forEach(tr => {
+    const i = +tr.dataset.scan, v = marks[key(m, i)];
+    tr.className = v === 1 ? 'holds' : v === 0 ? 'not' : '';
+    tr.querySelector('.p').textContent = (data.scans[i].p[m] ?? NaN).toFixed(3);
+    tr.querySelector('.mark').textContent = v === 1 ? 'holds' : v === 0 ? 'does not hold' : '';
+  });
+  const n = Object.keys(marks).filter(k => k.startsWith(m + '/')).length;
+  document.getElementById('label-count').textContent = n + ' scan(s) labelled for ' + m;
+}
+document.querySelectorAll('#labels button.label').forEach(b => b.addEventListener('click', () => {
+  marks[key(pick.value, +b.closest('tr').dataset.scan)] = +b.dataset.p;
+  paint();
+}));
+pick.addEventListener('change', paint);
+document.getElementById('export-labels').addEventListener('click', () => {
+  const m = pick.value, lines = [];
+  data.scans.forEach((s, i) => {
+    const v = marks[key(m, i)];
+    if (v === undefined) return;
+    lines.push(JSON.stringify({statement: data.monitors[m], monitor: m, task: data.task,
+      reasoning: data.thinking.slice(0, s.chars), p: v, source: 'hand', trace: data.name, scan: s.index + 1}));
+  });
+  const blob = new Blob([lines.join('\\n') + '\\n'], {type: 'application/jsonl'});
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = data.name.replace(/[^A-Za-z0-9_.-]/g, '_') + '.' + m + '.labels.jsonl';
+  document.body.appendChild(a); a.click(); a.remove();
+});
+paint();
 """
 
 
@@ -162,11 +207,94 @@ def render(line: ResultLine, h: float | None = None) -> str:
             f"<h2>Takeover at h={h:g} (read off at scan {read.scan_index + 1}, {read.thinking_tokens} thinking tokens)</h2>",
             f"<pre class='reasoning'><mark class='takeover'>{html.escape(read.answer)}</mark></pre>",
         ]
-    parts.append("</body></html>")
+    parts += [_labelling(records, f"{line.method}-{line.id}"), "</body></html>"]
     return "\n".join(parts)
 
 
-def write_viewer(results: Path, question_id: str, out: Path | None = None, h: float | None = None) -> Path:
+def _labelling(records: list[dict], name: str) -> str:
+    """The hand-labelling panel: each scan's newest reasoning, "holds" / "does not hold" per monitor, and an
+    export of the marks as a ``soma tune`` label file. Empty for a run whose scans do not say how much
+    thinking they read (recorded before ``thinking_chars``) or that never ended."""
+    start = next((r for r in records if r["type"] == "run_start"), None)
+    end = next((r for r in records if r["type"] == "run_end"), None)
+    scans = [r for r in records if r["type"] == "scan"]
+    if start is None or end is None or not scans or any(s.get("thinking_chars") is None for s in scans):
+        return ""
+    monitors = {m["name"]: m["statement"] for m in start["monitors"]}
+    data = {"name": name, "task": start["question"], "thinking": end["thinking"], "monitors": monitors,
+            "scans": [{"index": s["index"], "chars": s["thinking_chars"],
+                       "p": {k: v["p"] for k, v in s["monitors"].items()}} for s in scans]}
+    options = "".join(f'<option value="{html.escape(m)}">{html.escape(m)}</option>' for m in monitors)
+    rows = []
+    for i, scan in enumerate(scans):
+        chars = scan["thinking_chars"]
+        tail = end["thinking"][max(0, chars - 600) : chars]
+        rows.append(
+            f'<tr data-scan="{i}"><td>{scan["index"] + 1}</td><td>{scan["thinking_tokens"]}</td><td class="p"></td>'
+            f"<td><pre>{'…' if chars > 600 else ''}{html.escape(tail)}</pre></td>"
+            '<td><button class="label" data-p="1">holds</button> <button class="label" data-p="0">does not hold'
+            '</button></td><td class="mark"></td></tr>')
+    payload = json.dumps(data).replace("</", "<\\/")  # no "</script>" inside the script element
+    return "\n".join([
+        "<h2>Label scans</h2>",
+        "<p>Does the monitor's statement hold at each scan? Mark the scans you are sure of, then export: the file "
+        "is what <code>soma tune MONITOR --labels FILE</code> reads.</p>",
+        f'<p>monitor <select id="label-monitor">{options}</select> <span id="label-count"></span> '
+        '<button id="export-labels">export labels (.jsonl)</button></p>',
+        '<table id="labels"><thead><tr><th>scan</th><th>tokens</th><th>p</th><th>newest reasoning</th><th></th>'
+        f'<th>label</th></tr></thead><tbody>{"".join(rows)}</tbody></table>',
+        f'<script type="application/json" id="trace-data">{payload}</script>',
+        f"<script>{_LABEL_SCRIPT}</script>",
+    ])
+
+
+def render_trace(records: list[dict], name: str) -> str:
+    """One recorded run (``soma run --trace``): p and S per monitor, the text as S2 saw it, and labelling."""
+    start = next((r for r in records if r["type"] == "run_start"), None)
+    end = next((r for r in records if r["type"] == "run_end"), None)
+    if start is None:
+        raise DataError(f"{name}: no run_start record: not a run trace")
+    scans = [r for r in records if r["type"] == "scan"]
+    takeover = next((r for r in records if r["type"] == "takeover"), None)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(name)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(name)} <small>(S2 {html.escape(start['s2_model'])}, S1 {html.escape(start['s1'])})</small></h1>",
+        f"<table><tr><th>stop</th><td>{html.escape(end['stop'] if end else 'no run_end: the run was killed')}</td></tr></table>",
+        f"<h2>Question</h2><pre class='reasoning'>{html.escape(start['question'])}</pre>",
+    ]
+    for m in start["monitors"]:
+        h = start["thresholds"].get(m["name"])
+        at = takeover["thinking_tokens"] if takeover and takeover["monitor"] == m["name"] else None
+        parts += [f"<h2>Scans ({html.escape(m['name'])})</h2>",
+                  _plot(scans, m["name"], float(h) if h is not None else None, at)]
+    if end is not None:
+        output = _marked(end["output"])
+        if takeover is not None:
+            text = html.escape(takeover["text"])
+            output = output.replace(text, f'<mark class="takeover" title="takeover">{text}</mark>', 1)
+        parts.append(f"<h2>Reasoning and answer as S2 saw them</h2><pre class='reasoning' id='reasoning'>{output}</pre>")
+    parts += [_labelling(records, name), "</body></html>"]
+    return "\n".join(parts)
+
+
+def _is_run_trace(path: Path) -> bool:
+    with path.open(encoding="utf-8") as fh:
+        first = next((line for line in fh if line.strip()), "")
+    return first.lstrip().startswith("{") and json.loads(first).get("type") == "run_start"
+
+
+def write_viewer(results: Path, question_id: str | None = None, out: Path | None = None, h: float | None = None) -> Path:
+    """The viewer of one question of a result file, or of a recorded run (``question_id`` not needed)."""
+    if _is_run_trace(results):
+        from soma_local.engine.trace import read_trace
+
+        records = [r.model_dump(mode="json") for r in read_trace(results)]
+        out = out or results.with_suffix(".html")
+        out.write_text(render_trace(records, results.stem), encoding="utf-8")
+        return out
+    if question_id is None:
+        raise DataError(f"{results}: a result file holds many questions: name one (soma bench view FILE ID)")
     line = next((r for r in read_results(results) if r.id == question_id), None)
     if line is None:
         raise DataError(f"{results}: no result line for question '{question_id}'")

@@ -102,9 +102,10 @@ def register(sub) -> None:
     add_selection_arguments(report)  # how SOMA's h is chosen; the baselines' parameters keep the point rule
     report.set_defaults(func=cmd_bench_report)
 
-    view = bsub.add_parser("view", help="a self-contained HTML trace viewer for one question")
-    view.add_argument("results", type=existing_file, help="a result file (.jsonl)")
-    view.add_argument("id", help="question id")
+    view = bsub.add_parser("view", help="a self-contained HTML trace viewer for one question or one recorded run, "
+                           "where scans can be labelled by hand for soma tune")
+    view.add_argument("results", type=existing_file, help="a result file (.jsonl) or a run trace (soma run --trace)")
+    view.add_argument("id", nargs="?", help="question id (for a result file)")
     view.add_argument("--out", help="HTML path (default: next to the result file)")
     view.add_argument("--h", type=positive_float, help="for a soma/no_reminder readout line: show the takeover at this h "
                       "(the report's calibrated h), read off the recorded branches")

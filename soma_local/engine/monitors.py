@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Iterable, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from soma_local.errors import MonitorFileError
 from soma_local.jsonl import field_errors
@@ -51,6 +51,12 @@ class Monitor(BaseModel):
         default="", description="appended to each calibration and benchmark question of this monitor's scenario, "
                                 "so h is calibrated on the prompts it is tested with")
 
+    _file: Path | None = PrivateAttr(default=None)  # where it was read from: its adapters lie beside it
+
+    @property
+    def file(self) -> Path | None:
+        return self._file
+
     def prompt(self, question: str) -> str:
         """The user message for a calibration or benchmark question of this monitor's scenario."""
         return question + self.prompt_suffix
@@ -85,9 +91,11 @@ def load_monitor(path: str | Path) -> Monitor:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise MonitorFileError(f"{path}: not valid TOML: {exc}") from None
     try:
-        return Monitor.model_validate(raw)
+        monitor = Monitor.model_validate(raw)
     except ValidationError as exc:
         raise MonitorFileError(f"{path}: {field_errors(exc)}") from None
+    monitor._file = path
+    return monitor
 
 
 def resolve_monitors(specs: Iterable[str], directory: Path = MONITORS_DIR) -> list[Monitor]:

@@ -264,6 +264,7 @@ class _Loop:
         record = Scan(
             index=self.scans,
             thinking_tokens=session.tokens.thinking,
+            thinking_chars=len(session.thinking),
             position=session.backend.position,
             at_line_break=pause.at_line_break,
             monitors={

@@ -42,6 +42,9 @@ class Scan(_Record):
     type: Literal["scan"] = "scan"
     index: int
     thinking_tokens: int  # thinking tokens written so far (the paper's t)
+    # Characters of run_end's thinking that S1 read at this scan, so a scan's state can be rebuilt (to
+    # label it by hand, or to distil its p); None in traces recorded before it was written.
+    thinking_chars: int | None = None
     position: int  # S2 context position at the pause
     at_line_break: bool
     monitors: dict[str, MonitorScan]

@@ -63,6 +63,11 @@ class S1(ABC):
     def score_states(self, pairs: Sequence[tuple[str, str]]) -> list[float | None]:
         """Probabilities that each (statement, state) holds, in order."""
 
+    def version_for(self, statement: str) -> str | None:
+        """The version a calibrated h for this statement keys on: the S1's, and a monitor adapter's where
+        one changes this statement's p (``s1.adapter.AdaptedS1``)."""
+        return self.version
+
     def reserve(self, statements: Sequence[str]) -> int:
         """Tokens of the input limit a state leaves for these statements and the backend's template."""
         return longest_tokens(statements, self.tokenizer) + self.template_tokens

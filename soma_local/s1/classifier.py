@@ -21,7 +21,7 @@ from torch import nn
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
 from soma_local.s1.cues import text_cues
-from soma_local.s1.models import (CueHead, model_version, read_config, read_encoder_weights, read_trained_questions,
+from soma_local.s1.models import (model_version, read_config, read_encoder_weights, read_trained_questions,
                                   read_weights, resolve_backbone, resolve_s1_model)
 from soma_local.s1.state import build_state, longest_tokens, parse_state
 from soma_local.s1.temperature import scaled_probs
@@ -239,19 +239,6 @@ class ScoreHead(nn.Module):
         return self.net(features).squeeze(-1)
 
 
-class _CueLogit:
-    """A monitor's cue head (``s1_models.CueHead``) as arrays, ready to add cues to the encoder's logit."""
-
-    def __init__(self, head: CueHead) -> None:
-        self.mean = np.array(head.mean)
-        self.weights = np.array(head.weights) / np.array(head.scale)
-        self.bias = head.bias
-        self.encoder_weight = head.encoder_weight
-
-    def __call__(self, z_encoder: float, cues: Sequence[float]) -> float:
-        return float(self.encoder_weight * z_encoder + self.weights @ (np.asarray(cues) - self.mean) + self.bias)
-
-
 class ClassifierS1(S1):
     """The encoder reads the newest ``max_length`` tokens of each state; where the model has a cue head
     for the monitor, the text cues of the whole state (up to ``state_limit`` tokens) join its logit."""
@@ -281,8 +268,8 @@ class ClassifierS1(S1):
         if temperature is not None and not temperature > 0:
             raise ValueError("classifier temperature must be > 0")
         self.temperature = temperature or config.temperature
-        self.cue_logits = {config.statements[m]: _CueLogit(h) for m, h in config.cue_heads.items()}
-        self.input_limit = max(self.encoder.max_length, config.state_limit or 0) if self.cue_logits else self.encoder.max_length
+        self.cue_heads = {config.statements[m]: h for m, h in config.cue_heads.items()}
+        self.input_limit = max(self.encoder.max_length, config.state_limit or 0) if self.cue_heads else self.encoder.max_length
         self.reads_at_once = self.encoder.max_length  # only an S1 state has the task and newest reasoning to cut
         self.template_tokens = self.encoder.special_tokens
         self.name = f"classifier:{folder.name}"
@@ -305,11 +292,11 @@ class ClassifierS1(S1):
         z = self.head(self.encoder.features([(statement, short[state]) for statement, state in pairs])).double().cpu().numpy()
         cues: dict[str, list[float]] = {}
         for i, (statement, state) in enumerate(pairs):
-            cue_logit = self.cue_logits.get(statement)
-            if cue_logit is not None:
+            head = self.cue_heads.get(statement)
+            if head is not None:
                 if state not in cues:
                     cues[state] = text_cues(parsed[state][1] if parsed[state] else state)
-                z[i] = cue_logit(z[i], cues[state])
+                z[i] = head.encoder_weight * z[i] + head.linear(cues[state])
         return z
 
     def _encoder_state(self, state: str, parts: tuple[str, str] | None, reserve: int) -> str:

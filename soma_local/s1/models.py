@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from soma_local.errors import ModelFileError
 from soma_local.s1 import cues
+from soma_local.s1.adapter import LinearOverStandardised
 
 S1_MODELS_DIR = Path(__file__).resolve().parents[2] / "s1_models"
 DEFAULT_S1_MODEL = "minilm-reader"
@@ -35,11 +36,13 @@ EMBEDDED_BACKBONES = {
 }
 
 
-class CueHead(BaseModel):
+class CueHead(LinearOverStandardised, BaseModel):
     """One monitor's weights over the text cues (``soma_local.s1.cues``) and the encoder's logit.
 
     z = encoder_weight * z_encoder + sum(weights * (cues - mean) / scale) + bias, then sigmoid(z / T)
-    as for any logit of the model (the fit scales these numbers so that this is its probability).
+    as for any logit of the model (the fit scales these numbers so that this is its probability). The
+    same head a monitor adapter is (``s1.adapter``), over the cue set alone and on the raw logit, kept in
+    the model's folder because the model was trained with it.
     """
 
     model_config = ConfigDict(extra="forbid")

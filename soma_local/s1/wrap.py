@@ -30,6 +30,9 @@ class WrappedS1(S1):
     def tokenizer(self) -> TokenCounter:
         return self.inner.tokenizer
 
+    def version_for(self, statement: str) -> str | None:
+        return self.inner.version_for(statement)
+
     def reserve(self, statements: Sequence[str]) -> int:
         return self.inner.reserve(statements)
 

@@ -1,0 +1,99 @@
+"""``soma tune``: fit a monitor adapter on labels of its statement, show what it does on held-out labels,
+and keep it beside the monitor only when it helps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from soma_local.cli.args import existing_file, fraction, positive_int
+from soma_local.errors import SomaError
+
+
+def _table(result) -> str:
+    rows = [("S1 alone", result.without), ("S1 + adapter", result.with_adapter)]
+    lines = [f"{'held-out labels':<16} {'AUROC':>7} {'ECE':>7} {'log loss':>9}"]
+    lines += [f"{name:<16} {f.auroc:>7.3f} {f.ece:>7.3f} {f.log_loss:>9.3f}" for name, f in rows]
+    return "\n".join(lines)
+
+
+def cmd_tune(args) -> int:
+    import numpy as np
+
+    from soma_local.calibration.labels import read_labels
+    from soma_local.calibration.tune import MIN_GROUPS, check_labels, tune
+    from soma_local.engine.monitors import resolve_monitors
+    from soma_local.s1.adapter import (DEFAULT_FEATURES, Adapter, AdapterReport, adapter_file_path, features, logit,
+                                       read_adapter_file, save_adapter)
+    from soma_local.s1.base import S1Query
+    from soma_local.s1.cache import CachedS1, ScoreCache
+    from soma_local.s1.factory import load_s1
+    from soma_local.s1.state import parse_state
+
+    (monitor,) = resolve_monitors([args.monitor])
+    out = args.out or adapter_file_path(monitor.file)
+    read_adapter_file(out)  # a corrupt file is named before any work, and never overwritten blind
+    labels = read_labels(args.labels, monitor)
+    y = np.array([lab.p for lab in labels])
+    check_labels(y)  # before the S1 loads
+    s1 = load_s1(args.s1, n_threads=args.threads)
+    if s1 is None:
+        raise SomaError("an adapter sharpens an S1: --s1 none has nothing to tune")
+    if args.cache_dir:
+        s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))
+    print(f"soma tune {monitor.name}: {len(labels)} labels from {len(args.labels)} file(s); S1 {s1.identity}",
+          file=sys.stderr)
+    probs = []
+    for start in range(0, len(labels), 16):
+        batch = labels[start : start + 16]
+        probs += s1.score([S1Query(monitor.statement, lab.task, lab.reasoning) for lab in batch])
+        print(f"\r  scored {start + len(batch)}/{len(labels)}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    failed = sum(p is None for p in probs)
+    if failed:
+        raise SomaError(f"{s1.name} could not score {failed} of {len(labels)} states: {s1.last_error}")
+    rows = []
+    for lab, p in zip(labels, probs):
+        state = s1.state_for(lab.task, lab.reasoning, [monitor.statement])  # what the S1 read, as a run's adapter sees it
+        rows.append([logit(p), *features(DEFAULT_FEATURES, *(parse_state(state) or ("", state)))])
+    result = tune(np.array(rows), y, [lab.group for lab in labels], args.held_out, args.seed)
+    how = "whole questions" if result.questions >= MIN_GROUPS else (
+        f"labels of only {result.questions} question(s), split one by one: states of one run on both sides make "
+        "these figures optimistic")
+    print(f"fitted on {result.n_fit} labels, held out {result.n_held} ({how}; C = {result.fitted.c:g})")
+    print(_table(result))
+    if not result.better:
+        print(f"not saved: on the held-out labels the adapter is no better than none (it must keep AUROC and "
+              f"lower the log loss). {out} is unchanged", file=sys.stderr)
+        return 1
+    adapter = Adapter(
+        monitor=monitor.name, statement=monitor.statement, s1=s1.identity, features=list(DEFAULT_FEATURES),
+        mean=result.fitted.mean.tolist(), scale=result.fitted.scale.tolist(), weights=result.fitted.weights.tolist(),
+        bias=result.fitted.bias,
+        report=AdapterReport(labels=[str(p) for p in args.labels], n_fit=result.n_fit, n_held=result.n_held,
+                             without=result.without, with_adapter=result.with_adapter, c=result.fitted.c),
+    )
+    save_adapter(out, adapter)
+    print(f"saved {out} (for {s1.identity}; runs of '{monitor.name}' with this S1 use it)")
+    s1.close()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    tune = sub.add_parser("tune", help="fit a monitor adapter on labels of its statement", description=(
+        "Fit a small head (the S1's logit plus text statistics of the whole state) on labels of one monitor's "
+        "statement, report AUROC and ECE on held-out labels with and without it, and save it beside the "
+        "monitor file when it helps. Labels: JSONL lines with p and the state (a reader's, the trace "
+        "viewer's export) or recorded traces (each scan's p from the S1 that run used)."))
+    tune.add_argument("monitor", help="monitor name or .toml path")
+    tune.add_argument("--labels", type=existing_file, nargs="+", required=True, metavar="FILE",
+                      help="label JSONL files or recorded run traces")
+    tune.add_argument("--s1", help="the S1 to sharpen: classifier[:NAME|FOLDER], readout[:GGUF] or jev[...] "
+                      "(default: classifier)")
+    tune.add_argument("--held-out", type=fraction, default=0.3, help="share of labels held out, by question")
+    tune.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
+    tune.add_argument("--out", type=Path, help="adapter file (default: <monitor>.adapters.json beside the monitor)")
+    tune.add_argument("--cache-dir", type=Path, help="keep the S1's scores here, so a second fit costs no S1 call")
+    tune.add_argument("--threads", type=positive_int, help="CPU threads for the S1")
+    tune.set_defaults(func=cmd_tune)

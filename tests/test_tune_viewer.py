@@ -1,0 +1,91 @@
+"""Hand labels end to end: a recorded run in the trace viewer, scans marked in a real headless browser,
+the export read by ``soma tune``, and the adapter it saves picked up by the next run of that monitor."""
+
+import json
+import shutil
+import time
+
+import pytest
+
+from soma_local.cli.main import main
+from soma_local.engine.adapters import attach_adapters
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.engine.trace import TraceWriter
+from soma_local.bench.viewer import write_viewer
+from soma_local.s1.adapter import read_adapter_file
+from soma_local.s2.formats import ThinkingFormat
+
+from conftest import ScriptedS1
+
+NEVER_CLOSES = ThinkingFormat("prompted", close="</never-closes>")  # keeps SmolLM2 thinking: many scans
+
+
+@pytest.fixture
+def browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    if chromium is None or driver_path is None:
+        pytest.skip("no headless browser (apt-get install -y chromium chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()
+
+
+def test_scans_labelled_in_the_viewer_become_an_adapter(s2, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    monitor_file = tmp_path / "looping.toml"
+    shutil.copy(resolve_monitors(["looping"])[0].file, monitor_file)
+    monitors = resolve_monitors([str(monitor_file), "off_task"])
+    trace_path = tmp_path / "run.jsonl"
+    with TraceWriter(trace_path) as trace:
+        result = supervise("List the first thirty prime numbers, one per line, with a reason for each.", s2,
+                           ScriptedS1([0.3]), monitors,
+                           RunConfig.of_mode("scan_only", pause=PauseRule(8, 4), max_tokens=300, thinking=NEVER_CLOSES),
+                           trace)
+    assert result.end.scans >= 24
+    page = write_viewer(trace_path)
+
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    browser.get(page.as_uri())
+    Select(browser.find_element(By.ID, "label-monitor")).select_by_value("looping")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#labels tbody tr")[:24]
+    for i, row in enumerate(rows):  # the later half of the run "holds"
+        row.find_elements(By.CSS_SELECTOR, "button.label")[0 if i >= 12 else 1].click()
+    assert browser.find_element(By.ID, "label-count").text == "24 scan(s) labelled for looping"
+    assert rows[0].get_attribute("class") == "not" and rows[-1].get_attribute("class") == "holds"
+    browser.find_element(By.ID, "export-labels").click()
+    for _ in range(100):
+        exported = list(downloads.glob("*.labels.jsonl"))
+        if exported:
+            break
+        time.sleep(0.1)
+    assert exported, "the export downloaded no file"
+
+    lines = [json.loads(line) for line in exported[0].read_text().splitlines()]
+    assert len(lines) == 24 and [x["p"] for x in lines] == [0] * 12 + [1] * 12
+    scans = [json.loads(line) for line in trace_path.read_text().splitlines() if '"type": "scan"' in line
+             or '"type":"scan"' in line]
+    assert lines[5]["reasoning"] == result.thinking[: scans[5]["thinking_chars"]]
+    assert {x["statement"] for x in lines} == {monitors[0].statement}
+
+    assert main(["tune", str(monitor_file), "--labels", str(exported[0])]) == 0
+    (adapter,) = read_adapter_file(tmp_path / "looping.adapters.json").adapters
+    assert adapter.report.n_fit + adapter.report.n_held == 24
+    from soma_local.s1.factory import load_s1
+
+    s1 = load_s1(None)
+    adapted, used, refused = attach_adapters(s1, resolve_monitors([str(monitor_file)]))
+    assert used == ["looping"] and not refused and adapted.version_for(monitors[0].statement) != s1.version
