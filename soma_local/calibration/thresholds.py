@@ -338,23 +338,25 @@ def resolve_thresholds(
     s1: str,
     s2: str,
     variant: Variant,
-    s1_version: str | None = None,
+    s1_version: str | None | Mapping[str, str | None] = None,
 ) -> dict[str, ThresholdSource]:
     """Each monitor's h: ``--threshold`` wins, then this (S1, S2, variant)'s calibration entry, then the
     monitor's default (``threshold_for``). An entry made with another version of the S1 is not used: its h
-    was chosen for probabilities this S1 no longer gives."""
+    was chosen for probabilities this S1 no longer gives. ``s1_version`` may differ per monitor (by name):
+    a monitor adapter changes its monitor's p, and so the version its h keys on (``S1.version_for``)."""
     entries = _entries(cal, s1, s2, variant)
     out = {}
     for monitor in monitors:
         name, default = monitor.name, threshold_for(monitor, {})
+        version = s1_version.get(name) if isinstance(s1_version, Mapping) else s1_version
         entry = entries.get(name)
         if name in flags:
             out[name] = ThresholdSource(h=flags[name], source="--threshold")
-        elif entry is not None and _stale(entry, s1_version):
+        elif entry is not None and _stale(entry, version):
             out[name] = ThresholdSource(
                 h=default, source="monitor default",
                 warning=(f"{cal_path} has h for {name} calibrated with another version of {s1} ({entry.s1_version}, "
-                         f"now {s1_version}): not used; recalibrate or pass --threshold"),
+                         f"now {version}): not used; recalibrate or pass --threshold"),
             )
         elif entry is not None:
             few = entry.n_questions < MIN_CALIBRATION_QUESTIONS

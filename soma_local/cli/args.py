@@ -232,6 +232,12 @@ def parse_grid(text: str) -> list[float]:
 
 # ---- calibrate and replay: how h is chosen -------------------------------------------------------------
 
+def add_adapter_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-adapters", dest="adapters", action="store_false",
+                   help="score with the S1 alone, leaving out the monitors' adapters (<monitor>.adapters.json, "
+                   "made by soma tune)")
+
+
 def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
     from soma_local.calibration.thresholds import H_GRID
 

@@ -7,11 +7,12 @@ import math
 from pathlib import Path
 
 from soma_local.cli.args import (
-    UsageError, add_calibration_arguments, add_s2_arguments, existing_file, objective_from, parse_grid, positive_int,
-    s2_options, selection_from,
+    UsageError, add_adapter_argument, add_calibration_arguments, add_s2_arguments, existing_file, objective_from,
+    parse_grid, positive_int, s2_options, selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
 from soma_local.data_dir import data_dir, shareable_path
+from soma_local.cli.tune import use_adapters
 from soma_local.errors import DataError, SomaError
 
 
@@ -52,6 +53,7 @@ def cmd_calibrate(args) -> int:
         raise SomaError("calibration needs an S1 (--s1 none given)")
     if len(backends) > 1:
         s1 = BatchedS1(s1)
+    s1, _ = use_adapters(args, s1, [monitor])
     config = RunConfig(
         reminders=args.variant == "soma",
         takeovers="branch",
@@ -69,7 +71,7 @@ def cmd_calibrate(args) -> int:
     metrics = {c.threshold: c.metrics for c in choice.candidates}
     results_path = out / "calibration_results.json"
     write_json(results_path, {
-        "s1": s1.name, "s1_version": s1.version, "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
+        "s1": s1.name, "s1_version": s1.version_for(monitor.statement), "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
         "datasets": [shareable_path(f) for f in files], "limit": args.limit, "seed": args.seed,
         "scan_interval": args.scan_interval, "max_tokens": args.max_tokens,
         "choice": jsonable(choice),
@@ -86,7 +88,8 @@ def cmd_calibrate(args) -> int:
     if refused := choice.refused():
         print(refused)
     entry = CalibrationEntry.from_choice(
-        choice, s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant, s1_version=s1.version,
+        choice, s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant,
+        s1_version=s1.version_for(monitor.statement),
         scan_interval=args.scan_interval, datasets=[Path(f).name for f in files], n_questions=len(questions),
         results=str(results_path),
     )
@@ -107,6 +110,7 @@ def cmd_calibrate(args) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     cal = sub.add_parser("calibrate", help="choose h per (S1, S2, monitor) by single-run readout")
     add_calibration_arguments(cal)
+    add_adapter_argument(cal)
     cal.add_argument("--data", action="append", type=existing_file,
                      help="calibration JSONL (default: the monitor file's calibration_data, under the data directory)")
     cal.add_argument("--variant", default="soma", choices=["soma", "no_reminder"],

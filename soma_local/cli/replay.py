@@ -7,11 +7,12 @@ import math
 from pathlib import Path
 
 from soma_local.cli.args import (
-    add_calibration_arguments, existing_file, fraction, nonnegative_int, objective_from, parse_grid, positive_float,
-    selection_from,
+    add_adapter_argument, add_calibration_arguments, existing_file, fraction, nonnegative_int, objective_from,
+    parse_grid, positive_float, selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
 from soma_local.data_dir import data_dir, shareable_path
+from soma_local.cli.tune import use_adapters
 from soma_local.errors import DataError, SomaError
 
 
@@ -57,7 +58,8 @@ def cmd_replay(args) -> int:
         print(f"left out {before - len(traces)} of {before} traces: their questions are in {s1.name}'s training "
               "split (--include-trained keeps them)")
     vocab = GgufVocab.from_path(resolve_gguf(args.tokenizer))
-    s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))
+    s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))  # the S1's own p: adapters apply over the cache
+    s1, _ = use_adapters(args, s1, [monitor])
     rule = PauseRule(args.scan_interval, args.line_break_slack)
     scanned = []
     with progress(len(traces), f"replay {monitor.name} with {s1.name}") as bar:
@@ -96,7 +98,8 @@ def cmd_replay(args) -> int:
     out = Path(args.out)
     groups = {}
     for (dataset, model), items in sorted(grouped(t for t in scanned if t.id not in held).items()):
-        from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder", s1.version).get(monitor.name)
+        from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder",
+                                          s1.version_for(monitor.statement)).get(monitor.name)
         h, source = (
             (args.threshold, "--threshold") if args.threshold
             else (choices[model].threshold, f"calibrated on {calibration[model]['n']} other traces") if model in choices
@@ -117,7 +120,8 @@ def cmd_replay(args) -> int:
         if paper:
             print(f"paper (Table 3, Jev S1, sampled, 32k limit): {paper}")
     payload = {
-        "s1": s1.name, "s1_version": s1.version, "monitor": monitor.name, "objective": objective.kind,
+        "s1": s1.name, "s1_version": s1.version_for(monitor.statement), "monitor": monitor.name,
+        "objective": objective.kind,
         "controller": "no_reminder",
         "tokenizer": str(resolve_gguf(args.tokenizer).name), "scan_interval": args.scan_interval,
         "takeover_answer_tokens": args.takeover_answer_tokens, "limit": args.limit, "seed": args.seed,
@@ -133,6 +137,7 @@ def cmd_replay(args) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser("replay", help="S1 + controller over recorded S2 traces (no S2 compute)")
     add_calibration_arguments(rep)
+    add_adapter_argument(rep)
     rep.add_argument("--traces", action="append", type=existing_file,
                      help="trace JSONL (default: every <data>/traces/*.jsonl)")
     rep.add_argument("--engine-traces", action="append", type=existing_file,

@@ -9,9 +9,10 @@ from datetime import datetime
 from pathlib import Path
 
 from soma_local.cli.args import (
-    add_s2_arguments, check_fits_context, existing_file, nonnegative_int, parse_thresholds, positive_float,
-    positive_int, read_question, s2_options, writable_file,
+    add_adapter_argument, add_s2_arguments, check_fits_context, existing_file, nonnegative_int, parse_thresholds,
+    positive_float, positive_int, read_question, s2_options, writable_file,
 )
+from soma_local.cli.tune import use_adapters
 from soma_local.engine.supervise import MODES
 
 DEFAULT_MONITORS = ["overthinking", "unanswerable"]
@@ -51,11 +52,13 @@ def cmd_run(args) -> int:
     s2 = build_s2(options)
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=threads, n_gpu_layers=args.n_gpu_layers,
                  tokenizer=s2)
+    s1, adapted = use_adapters(args, s1, monitors)
     reminders, takeovers = MODES[args.mode]
     variant = "soma" if reminders else "no_reminder"
     thresholds = {} if s1 is None else resolve_thresholds(
-        monitors, flags, cal, cal_path, s1.name, s2.name, variant, s1.version)
-    view.header(question, f"S2 {s2.name} | S1 {s1.name if s1 else 'none'} | threads {threads} | trace {trace_path}",
+        monitors, flags, cal, cal_path, s1.name, s2.name, variant, {m.name: s1.version_for(m.statement) for m in monitors})
+    s1_label = "none" if s1 is None else s1.name + (f" + adapters ({', '.join(adapted)})" if adapted else "")
+    view.header(question, f"S2 {s2.name} | S1 {s1_label} | threads {threads} | trace {trace_path}",
                 thresholds, f"inf (mode {args.mode})" if takeovers != "at_h" else None)
     s2.prompt_progress = view.prompt_progress
     config = RunConfig(
@@ -92,6 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "none (default: classifier)")
     run.add_argument("--s1-temperature", type=positive_float,
                      help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
+    add_adapter_argument(run)
     run.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: "
                      + " and ".join(DEFAULT_MONITORS) + ")")
     run.add_argument("--threshold", action="append", metavar="NAME=H",

@@ -60,12 +60,9 @@ def feature_names(sets: Sequence[str]) -> list[str]:
 
 class LinearOverStandardised:
     """``sum(weights * (x - mean) / scale) + bias``: the one formula of every head over text numbers
-    (a monitor adapter, a classifier's cue head)."""
-
-    mean: list[float]
-    scale: list[float]
-    weights: list[float]
-    bias: float
+    (a monitor adapter, a classifier's cue head). The model it is mixed into declares ``mean``, ``scale``,
+    ``weights`` and ``bias`` itself: fields declared here would come first in its JSON, and a released
+    S1's version hashes that JSON."""
 
     def linear(self, x: Sequence[float]) -> float:
         w = np.asarray(self.weights) / np.asarray(self.scale)
