@@ -24,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from soma_local.data_dir import data_dir  # noqa: E402
+from soma_local.engine.adapters import attach_adapters  # noqa: E402
 from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
@@ -39,9 +40,17 @@ def keyword_scores(examples: list[Example]) -> np.ndarray:
     return np.array([float(sum(len(p.findall(e.reasoning[-2000:])) for p in _PATTERNS[e.monitor])) for e in examples])
 
 
-def s1_scores(spec: str, examples: list[Example], statements: dict[str, str]) -> tuple[str, np.ndarray, float]:
-    """(name, p per state with NaN for a failed scan, seconds per state)."""
+def s1_scores(spec: str, examples: list[Example], statements: dict[str, str], adapters: list | None = None
+              ) -> tuple[str, np.ndarray, float]:
+    """(name, p per state with NaN for a failed scan, seconds per state); with the adapters beside these
+    monitors where ``adapters`` lists them."""
     s1 = load_s1(spec)
+    name = s1.name
+    if adapters:
+        s1, used, refused = attach_adapters(s1, adapters)
+        for why in refused:
+            print(f"warning: {why}", file=sys.stderr)
+        name += f" + adapters ({', '.join(used) or 'none'})"
     probs, t0 = [], time.perf_counter()
     for i, e in enumerate(examples, 1):
         (p,) = s1.score([S1Query(statements[e.monitor], e.task, e.reasoning)])
@@ -49,7 +58,7 @@ def s1_scores(spec: str, examples: list[Example], statements: dict[str, str]) ->
         if i % 40 == 0:
             print(f"  {s1.name}: {i}/{len(examples)} states, {(time.perf_counter() - t0) / i:.2f} s/state", file=sys.stderr)
     s1.close()
-    return s1.name, np.array(probs), (time.perf_counter() - t0) / max(len(examples), 1)
+    return name, np.array(probs), (time.perf_counter() - t0) / max(len(examples), 1)
 
 
 def main() -> int:
@@ -58,13 +67,16 @@ def main() -> int:
     ap.add_argument("--s1", action="append", default=None,
                     help=f"S1 spec, repeatable; '{KEYWORDS}' for the keyword baseline (default: the shipped classifier)")
     ap.add_argument("--labels", type=Path, default=data / "s1_labels" / "gold_dev.jsonl")
+    ap.add_argument("--adapters", action="store_true", help="score through the monitors' adapters (soma tune); "
+                    "zero-shot and S1 figures are always without")
     ap.add_argument("--limit", type=int, default=0, help="score only the first N states (0 = all)")
     ap.add_argument("--json", type=Path, help="also write the per-state probabilities here")
     args = ap.parse_args()
     examples = read_labelled(args.labels)
     if args.limit:
         examples = examples[: args.limit]
-    statements = {m.name: m.statement for m in resolve_monitors(sorted({e.monitor for e in examples}))}
+    monitors_used = resolve_monitors(sorted({e.monitor for e in examples}))
+    statements = {m.name: m.statement for m in monitors_used}
     y = np.array([e.label for e in examples])
     monitors = np.array([e.monitor for e in examples])
     names = ["all", *sorted(set(monitors))]
@@ -76,7 +88,7 @@ def main() -> int:
         if spec == KEYWORDS:
             name, p, per = "keyword count (last 2,000 chars)", keyword_scores(examples), 0.0
         else:
-            name, p, per = s1_scores(spec, examples, statements)
+            name, p, per = s1_scores(spec, examples, statements, monitors_used if args.adapters else None)
         dump[name] = p.tolist()
         for n in names:
             mask = (np.ones_like(y, dtype=bool) if n == "all" else monitors == n) & ~np.isnan(p)

@@ -153,3 +153,46 @@ def test_the_shared_formula_leaves_a_released_cue_heads_json_and_so_its_version_
     from soma_local.s1.models import CueHead
 
     assert list(CueHead.model_fields) == ["cue_set", "mean", "scale", "weights", "bias", "encoder_weight"]
+
+
+def _recorded_run(tmp_path, monitors, probs):
+    from soma_local.engine.pauses import PauseRule
+    from soma_local.engine.supervise import RunConfig, supervise
+    from soma_local.engine.trace import TraceWriter
+    from toy_runtime import ToyS2
+
+    path = tmp_path / "run.jsonl"
+    with TraceWriter(path) as trace:
+        result = supervise("How many cookies per day?", ToyS2([b"It took 23 days to make 126 cookies.", b"\n"] * 100),
+                           ScriptedS1(probs), monitors, RunConfig.of_mode("scan_only", pause=PauseRule(16, 8),
+                                                                          max_tokens=300), trace)
+    return path, result
+
+
+def test_a_recorded_runs_scans_are_labels_of_its_monitors_p_on_the_state_of_each_scan(looping, tmp_path):
+    from soma_local.calibration.labels import read_labels
+
+    path, result = _recorded_run(tmp_path, [looping], [0.2, 0.4, 0.9])
+    labels = read_labels([path], looping)
+    assert len(labels) == result.end.scans >= 10
+    assert [lab.p for lab in labels[:4]] == [0.2, 0.4, 0.9, 0.9]
+    assert all(result.thinking.startswith(lab.reasoning) for lab in labels)
+    assert labels[0].reasoning.count("126 cookies") < labels[-1].reasoning.count("126 cookies")
+    assert {lab.task for lab in labels} == {"How many cookies per day?"} and len({lab.group for lab in labels}) == 1
+
+    (guessing,) = resolve_monitors(["guessing"])
+    with pytest.raises(DataError, match="the run had no monitor 'guessing' \\(it had looping\\)"):
+        read_labels([path], guessing)
+    changed = looping.model_copy(update={"statement": "The reasoning repeats itself."})
+    with pytest.raises(DataError, match="labelled for another statement"):
+        read_labels([path], changed)
+    lines = path.read_text().splitlines()
+    killed = tmp_path / "killed.jsonl"
+    killed.write_text("\n".join(line for line in lines if '"run_end"' not in line) + "\n")
+    with pytest.raises(DataError, match="no run_end record"):
+        read_labels([killed], looping)
+    old = tmp_path / "old.jsonl"
+    old.write_text("\n".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "thinking_chars"})
+                             for line in lines) + "\n")
+    with pytest.raises(DataError, match="did not note each scan's text"):
+        read_labels([old], looping)

@@ -11,6 +11,10 @@ on, with ``soma tune`` holding out its own share by question) and ``eval`` (the 
 traces: measuring only). Gold and reserved questions are never here (``bank_pairs.all_pairs`` checks).
 
     python -m training.adapter_labels looping --family looping --half training --out FILE
+
+minilm-reader was trained on every question of the paper monitors' reader labels, its encoder on 80 %
+of them; ``--finetune-held-out`` keeps the other 20 % (where only its temperature and cue-head join, three
+numbers, were fitted), so an adapter for it learns how far its p can be trusted where it was not trained.
 """
 
 from __future__ import annotations
@@ -18,14 +22,23 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
 
 from soma_local.engine.monitors import resolve_monitors
+from soma_local.s1.models import read_trained_questions, resolve_s1_model
 from training.bank_pairs import Pair, all_pairs
+from training.examples import split_by_question
 from training.statement_bank import load_bank
 
 Half = Literal["training", "eval"]
+FINETUNE_HELD_OUT, FINETUNE_SEED = 0.2, 0  # training.finetune's defaults, with which minilm-reader was made
+
+
+@dataclass(frozen=True)
+class _Q:
+    question_id: str
 
 
 def family_pairs(pairs: Sequence[Pair], family: str, half: Half) -> list[Pair]:
@@ -54,9 +67,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", required=True, help="bank family id, or paper_overthinking / paper_unanswerable")
     ap.add_argument("--half", choices=["training", "eval"], required=True)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--finetune-held-out", action="store_true",
+                    help="keep only states of the questions training.finetune held out of the encoder's training (its "
+                    "seeded 20 %% split of the paper monitors' reader labels): minilm-reader's encoder never trained on them")
+    ap.add_argument("--exclude-trained", metavar="S1_MODEL",
+                    help="leave out states of questions this S1 model folder was trained on (trained_questions.json): "
+                    "its p there is optimistic, and an adapter fitted on them would trust it too much")
     args = ap.parse_args(argv)
     (monitor,) = resolve_monitors([args.monitor])
-    rows = label_rows(family_pairs(all_pairs(load_bank()), args.family, args.half), monitor.statement)
+    pairs = family_pairs(all_pairs(load_bank()), args.family, args.half)
+    if args.finetune_held_out:
+        questions = sorted({p.question_id for p in all_pairs(load_bank()) if p.source == "paper"})
+        held = {p.question_id for p in split_by_question(
+            [_Q(q) for q in questions], FINETUNE_HELD_OUT, FINETUNE_SEED)[1]}
+        pairs = [p for p in pairs if p.question_id in held]
+    if args.exclude_trained:
+        trained = read_trained_questions(resolve_s1_model(args.exclude_trained))
+        pairs = [p for p in pairs if p.question_id not in trained]
+    rows = label_rows(pairs, monitor.statement)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     print(f"{args.out}: {len(rows)} states, {sum(r['p'] >= 0.5 for r in rows)} holding")

@@ -36,12 +36,10 @@ def cmd_tune(args) -> int:
     from soma_local.calibration.labels import read_labels
     from soma_local.calibration.tune import MIN_GROUPS, check_labels, tune
     from soma_local.engine.monitors import resolve_monitors
-    from soma_local.s1.adapter import (DEFAULT_FEATURES, Adapter, AdapterReport, adapter_file_path, features, logit,
+    from soma_local.s1.adapter import (DEFAULT_FEATURES, Adapter, AdapterReport, adapter_file_path, adapter_inputs,
                                        read_adapter_file, save_adapter)
-    from soma_local.s1.base import S1Query
     from soma_local.s1.cache import CachedS1, ScoreCache
     from soma_local.s1.factory import load_s1
-    from soma_local.s1.state import parse_state
 
     (monitor,) = resolve_monitors([args.monitor])
     out = args.out or adapter_file_path(monitor.file)
@@ -56,20 +54,10 @@ def cmd_tune(args) -> int:
         s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))
     print(f"soma tune {monitor.name}: {len(labels)} labels from {len(args.labels)} file(s); S1 {s1.identity}",
           file=sys.stderr)
-    probs = []
-    for start in range(0, len(labels), 16):
-        batch = labels[start : start + 16]
-        probs += s1.score([S1Query(monitor.statement, lab.task, lab.reasoning) for lab in batch])
-        print(f"\r  scored {start + len(batch)}/{len(labels)}", end="", file=sys.stderr, flush=True)
+    progress = lambda n: print(f"\r  scored {n}/{len(labels)}", end="", file=sys.stderr, flush=True)
+    x = adapter_inputs(s1, monitor.statement, [(lab.task, lab.reasoning) for lab in labels], on_progress=progress)
     print(file=sys.stderr)
-    failed = sum(p is None for p in probs)
-    if failed:
-        raise SomaError(f"{s1.name} could not score {failed} of {len(labels)} states: {s1.last_error}")
-    rows = []
-    for lab, p in zip(labels, probs):
-        state = s1.state_for(lab.task, lab.reasoning, [monitor.statement])  # what the S1 read, as a run's adapter sees it
-        rows.append([logit(p), *features(DEFAULT_FEATURES, *(parse_state(state) or ("", state)))])
-    result = tune(np.array(rows), y, [lab.group for lab in labels], args.held_out, args.seed)
+    result = tune(x, y, [lab.group for lab in labels], args.held_out, args.seed)
     how = "whole questions" if result.questions >= MIN_GROUPS else (
         f"labels of only {result.questions} question(s), split one by one: states of one run on both sides make "
         "these figures optimistic")

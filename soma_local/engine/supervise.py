@@ -106,6 +106,13 @@ def _scan(s1: S1 | None, monitors: Sequence[Monitor], task: str, reasoning: str)
     return probs, error, time.perf_counter() - t0
 
 
+def _adapted_versions(s1: S1 | None, monitors: Sequence[Monitor]) -> dict[str, str | None]:
+    """Monitors whose p passes through an adapter, with the version their h keys on (``S1.version_for``)."""
+    if s1 is None:
+        return {}
+    return {m.name: v for m in monitors if (v := s1.version_for(m.statement)) != s1.version}
+
+
 @dataclass(frozen=True)
 class ThinkingClosed:
     """Not a trace record: tells a live view that the answer section starts now. ``by`` is "s2"
@@ -168,6 +175,7 @@ def supervise(
             "sampling": vars(s2.sampling),
             **({"s1_task_cut": vars(cut)} if cut else {}),
             **({"s1_version": s1.version} if monitors and s1.version else {}),
+            **({"s1_adapted": adapted} if (adapted := _adapted_versions(s1, monitors)) else {}),
         },
         started_at=datetime.now(timezone.utc).isoformat(),
     )

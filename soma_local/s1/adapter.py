@@ -26,7 +26,7 @@ from typing import Callable, Literal, Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from soma_local.errors import ModelFileError
+from soma_local.errors import ModelFileError, S1Error
 from soma_local.jsonl import field_errors
 from soma_local.s1 import cues, stats
 from soma_local.s1.base import S1, S1Query, sigmoid
@@ -56,6 +56,25 @@ def features(sets: Sequence[str], task: str, reasoning: str) -> list[float]:
 
 def feature_names(sets: Sequence[str]) -> list[str]:
     return [f"{name}:{n}" for name in sets for n in FEATURE_SETS[name][0]]
+
+
+def adapter_inputs(s1: S1, statement: str, states: Sequence[tuple[str, str]], sets: Sequence[str] = DEFAULT_FEATURES,
+                   on_progress: Callable[[int], None] | None = None, batch: int = 16) -> np.ndarray:
+    """One row per (task, reasoning): the S1's logit for ``statement`` and the feature sets, read off the
+    state that S1 reads, exactly as ``AdaptedS1`` reads them in a run. A state the S1 could not score
+    is an error: a fit must not silently lose labels."""
+    rows = []
+    for start in range(0, len(states), batch):
+        chunk = states[start : start + batch]
+        probs = s1.score([S1Query(statement, task, reasoning) for task, reasoning in chunk])
+        if any(p is None for p in probs):
+            raise S1Error(f"{s1.name} could not score a state: {s1.last_error}")
+        for (task, reasoning), p in zip(chunk, probs):
+            state = s1.state_for(task, reasoning, [statement])
+            rows.append([logit(p), *features(sets, *(parse_state(state) or ("", state)))])
+        if on_progress:
+            on_progress(start + len(chunk))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 1 + len(feature_names(sets)))
 
 
 class LinearOverStandardised:
