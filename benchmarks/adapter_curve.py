@@ -42,6 +42,28 @@ def draw(y: np.ndarray, n: int, rng: random.Random) -> list[int]:
     raise ValueError(f"no draw of {n} labels has both classes")
 
 
+def shipped(s1, monitor_family: str, pairs, bank) -> dict:
+    """A monitor's shipped adapter for this S1 on the eval half of its family's reader labels, against the S1
+    alone: AUROC and ECE (the adapters were fitted on the training half only)."""
+    from soma_local.engine.adapters import attach_adapters
+    from soma_local.engine.monitors import resolve_monitors
+    from soma_local.s1.base import S1Query
+    from soma_local.s1.temperature import evaluate
+
+    name, _, family = monitor_family.partition("=")
+    (monitor,) = resolve_monitors([name])
+    rows = label_rows(family_pairs(pairs, family or name, "eval"), monitor.statement)
+    adapted, used, refused = attach_adapters(s1, [monitor])
+    if not used:
+        raise SystemExit(f"no adapter of {name} for {s1.identity}: {refused or 'none beside the monitor'}")
+    y = np.array([r["p"] for r in rows])
+    out = {"eval_labels": len(rows), "eval_positives": int((y >= 0.5).sum())}
+    for label, scorer in (("s1_alone", s1), ("with_adapter", adapted)):
+        p = np.array([scorer.score([S1Query(monitor.statement, r["task"], r["reasoning"])])[0] for r in rows])
+        out[label] = evaluate(p, y).as_dict()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--s1", action="append", required=True, help="S1 spec, repeatable")
@@ -49,6 +71,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="25,50,100,200", help="labels per fit, comma-separated")
     ap.add_argument("--repeats", type=int, default=5, help="draws per size")
     ap.add_argument("--cache-dir", type=Path, help="S1 score cache (as soma tune --cache-dir)")
+    ap.add_argument("--shipped", action="append", metavar="MONITOR[=FAMILY]",
+                    help="instead of the curve: the monitor's shipped adapter on its family's eval half, repeatable")
     ap.add_argument("--json", type=Path, help="also write every figure here")
     args = ap.parse_args()
     bank = load_bank()
@@ -60,7 +84,11 @@ def main() -> int:
         s1 = load_s1(spec)
         if args.cache_dir:
             s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))
-        for family in args.family or FAMILIES:
+        for monitor_family in args.shipped or []:
+            row = out.setdefault(spec, {})[monitor_family] = shipped(s1, monitor_family, pairs, bank)
+            print(f"{spec} | {monitor_family} eval ({row['eval_labels']} states, {row['eval_positives']}+) | S1 alone "
+                  f"{row['s1_alone']} | with adapter {row['with_adapter']}", flush=True)
+        for family in [] if args.shipped else args.family or FAMILIES:
             if family not in held:
                 raise SystemExit(f"{family} is not held out of the bank's training: its figures would not be zero-shot")
             statement = bank.statement(f"{family}.0")

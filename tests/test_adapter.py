@@ -32,7 +32,8 @@ def _adapter(monitor, s1_identity: str, weight_on_repeats: float = 0.0) -> Adapt
     figures = HeldOutFigures(n=10, positives=5, auroc=0.5, ece=0.1, log_loss=0.7)
     return Adapter(monitor=monitor.name, statement=monitor.statement, s1=s1_identity, features=list(DEFAULT_FEATURES),
                    mean=[0.0] * n, scale=[1.0] * n, weights=weights, bias=0.0,
-                   report=AdapterReport(labels=["x"], n_fit=7, n_held=3, without=figures, with_adapter=figures, c=0.1))
+                   report=AdapterReport(labels=["x"], n_fit=7, n_held=3, without=figures, with_adapter=figures, c=0.1,
+                                               gain_low=0.0))
 
 
 @pytest.fixture

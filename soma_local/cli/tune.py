@@ -34,10 +34,10 @@ def cmd_tune(args) -> int:
     import numpy as np
 
     from soma_local.calibration.labels import read_labels
-    from soma_local.calibration.tune import MIN_GROUPS, check_labels, tune
+    from soma_local.calibration.tune import CONFIDENCE, MIN_GROUPS, check_labels, tune
     from soma_local.engine.monitors import resolve_monitors
-    from soma_local.s1.adapter import (DEFAULT_FEATURES, Adapter, AdapterReport, adapter_file_path, adapter_inputs,
-                                       read_adapter_file, save_adapter)
+    from soma_local.s1.adapter import (DEFAULT_FEATURES, FEATURE_CHOICES, Adapter, AdapterReport, adapter_file_path,
+                                       adapter_inputs, feature_columns, read_adapter_file, save_adapter)
     from soma_local.s1.cache import CachedS1, ScoreCache
     from soma_local.s1.factory import load_s1
 
@@ -57,22 +57,28 @@ def cmd_tune(args) -> int:
     progress = lambda n: print(f"\r  scored {n}/{len(labels)}", end="", file=sys.stderr, flush=True)
     x = adapter_inputs(s1, monitor.statement, [(lab.task, lab.reasoning) for lab in labels], on_progress=progress)
     print(file=sys.stderr)
-    result = tune(x, y, [lab.group for lab in labels], args.held_out, args.seed)
+    choices = {tuple(feature_columns(DEFAULT_FEATURES, sets)): sets for sets in FEATURE_CHOICES}
+    result = tune(x, y, [lab.group for lab in labels], args.held_out, args.seed, list(choices))
+    chosen = choices[result.fitted.columns[1:]]
     how = "whole questions" if result.questions >= MIN_GROUPS else (
         f"labels of only {result.questions} question(s), split one by one: states of one run on both sides make "
         "these figures optimistic")
-    print(f"fitted on {result.n_fit} labels, held out {result.n_held} ({how}; C = {result.fitted.c:g})")
+    print(f"fitted on {result.n_fit} labels, held out {result.n_held} ({how}); chosen by cross-validation: "
+          f"features {', '.join(chosen) or 'none (the S1 recalibrated)'}, C = {result.fitted.c:g}")
     print(_table(result))
+    print(f"log-loss gain over the S1 alone: {result.without.log_loss - result.with_adapter.log_loss:+.3f}, "
+          f"{100 * CONFIDENCE:g} % lower bound {result.gain_low:+.3f} (paired bootstrap over held-out questions)")
     if not result.better:
-        print(f"not saved: on the held-out labels the adapter is no better than none (it must keep AUROC and "
-              f"lower the log loss). {out} is unchanged", file=sys.stderr)
+        print(f"not saved: on the held-out labels the adapter is no better than none beyond their noise (it must "
+              f"keep AUROC and lower the log loss with the bound above 0). {out} is unchanged", file=sys.stderr)
         return 1
     adapter = Adapter(
-        monitor=monitor.name, statement=monitor.statement, s1=s1.identity, features=list(DEFAULT_FEATURES),
+        monitor=monitor.name, statement=monitor.statement, s1=s1.identity, features=list(chosen),
         mean=result.fitted.mean.tolist(), scale=result.fitted.scale.tolist(), weights=result.fitted.weights.tolist(),
         bias=result.fitted.bias,
         report=AdapterReport(labels=[str(p) for p in args.labels], n_fit=result.n_fit, n_held=result.n_held,
-                             without=result.without, with_adapter=result.with_adapter, c=result.fitted.c),
+                             without=result.without, with_adapter=result.with_adapter, c=result.fitted.c,
+                             gain_low=round(result.gain_low, 4)),
     )
     save_adapter(out, adapter)
     print(f"saved {out} (for {s1.identity}; runs of '{monitor.name}' with this S1 use it)")

@@ -42,6 +42,9 @@ FEATURE_SETS: dict[str, tuple[tuple[str, ...], Callable[[str, str], list[float]]
     stats.STATS_SET: (stats.NAMES, stats.state_stats),
 }
 DEFAULT_FEATURES = (cues.CUE_SET, stats.STATS_SET)
+# What ``soma tune`` chooses among, by cross-validation: every set, the state statistics alone, or none
+# (the S1's own p recalibrated, as a temperature would).
+FEATURE_CHOICES = (DEFAULT_FEATURES, (stats.STATS_SET,), ())
 
 
 def logit(p: float) -> float:
@@ -56,6 +59,17 @@ def features(sets: Sequence[str], task: str, reasoning: str) -> list[float]:
 
 def feature_names(sets: Sequence[str]) -> list[str]:
     return [f"{name}:{n}" for name in sets for n in FEATURE_SETS[name][0]]
+
+
+def feature_columns(within: Sequence[str], sets: Sequence[str]) -> list[int]:
+    """Where ``sets`` sit in an ``adapter_inputs`` row of ``within`` (column 0 is the S1's logit)."""
+    out, at = [], 1
+    for name in within:
+        width = len(FEATURE_SETS[name][0])
+        if name in sets:
+            out += range(at, at + width)
+        at += width
+    return out
 
 
 def adapter_inputs(s1: S1, statement: str, states: Sequence[tuple[str, str]], sets: Sequence[str] = DEFAULT_FEATURES,
@@ -108,7 +122,8 @@ class AdapterReport(BaseModel):
     n_held: int
     without: HeldOutFigures = Field(description="the S1 alone on the held-out labels")
     with_adapter: HeldOutFigures
-    c: float = Field(description="inverse L2 strength, chosen by cross-validation on the fitting labels")
+    c: float = Field(description="inverse strength of the pull toward the S1 as it is, chosen by cross-validation")
+    gain_low: float = Field(description="lower bound of the held-out log-loss gain over the S1 alone")
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
