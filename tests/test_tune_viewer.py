@@ -2,6 +2,7 @@
 the export read by ``soma tune``, and the adapter it saves picked up by the next run of that monitor."""
 
 import json
+import re
 import shutil
 import time
 
@@ -15,11 +16,14 @@ from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.engine.trace import TraceWriter
 from soma_local.bench.viewer import write_viewer
 from soma_local.s1.adapter import read_adapter_file
-from soma_local.s2.formats import ThinkingFormat
-
 from conftest import ScriptedS1
+from toy_runtime import ToyS2
 
-NEVER_CLOSES = ThinkingFormat("prompted", close="</never-closes>")  # keeps SmolLM2 thinking: many scans
+# A scripted S2 (tests/toy_runtime.py): what is under test is the viewer and soma tune, so the run's text
+# must not depend on a model's sampling history; the S1 that tune sharpens is the real default one.
+PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
+SCRIPT = [word.encode() for n in PRIMES
+          for word in re.findall(r"\S+\s*", f"{n} is prime: no number from 2 to {n - 1} divides it.\n")] * 4
 
 
 @pytest.fixture
@@ -40,7 +44,7 @@ def browser():
     driver.quit()
 
 
-def test_scans_labelled_in_the_viewer_become_an_adapter(s2, browser, tmp_path):
+def test_scans_labelled_in_the_viewer_become_an_adapter(browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -49,10 +53,9 @@ def test_scans_labelled_in_the_viewer_become_an_adapter(s2, browser, tmp_path):
     monitors = resolve_monitors([str(monitor_file), "off_task"])
     trace_path = tmp_path / "run.jsonl"
     with TraceWriter(trace_path) as trace:
-        result = supervise("List the first thirty prime numbers, one per line, with a reason for each.", s2,
+        result = supervise("List the first thirty prime numbers, one per line, with a reason for each.", ToyS2(SCRIPT),
                            ScriptedS1([0.3]), monitors,
-                           RunConfig.of_mode("scan_only", pause=PauseRule(8, 4), max_tokens=300, thinking=NEVER_CLOSES),
-                           trace)
+                           RunConfig.of_mode("scan_only", pause=PauseRule(8, 4), max_tokens=300), trace)
     assert result.end.scans >= 24
     page = write_viewer(trace_path)
 

@@ -46,7 +46,7 @@ function paint() {
   document.querySelectorAll('#labels tbody tr').forEach(tr => {
     const i = +tr.dataset.scan, v = marks[key(m, i)];
     tr.className = v === 1 ? 'holds' : v === 0 ? 'not' : '';
-    tr.querySelector('.p').textContent = (data.scans[i].p[m] ?? NaN).toFixed(3);
+    tr.querySelector('.scan-p').textContent = (data.scans[i].p[m] ?? NaN).toFixed(3);
     tr.querySelector('.mark').textContent = v === 1 ? 'holds' : v === 0 ? 'does not hold' : '';
   });
   const n = Object.keys(marks).filter(k => k.startsWith(m + '/')).length;
@@ -230,7 +230,7 @@ def _labelling(records: list[dict], name: str) -> str:
         chars = scan["thinking_chars"]
         tail = end["thinking"][max(0, chars - 600) : chars]
         rows.append(
-            f'<tr data-scan="{i}"><td>{scan["index"] + 1}</td><td>{scan["thinking_tokens"]}</td><td class="p"></td>'
+            f'<tr data-scan="{i}"><td>{scan["index"] + 1}</td><td>{scan["thinking_tokens"]}</td><td class="scan-p"></td>'
             f"<td><pre>{'…' if chars > 600 else ''}{html.escape(tail)}</pre></td>"
             '<td><button class="label" data-p="1">holds</button> <button class="label" data-p="0">does not hold'
             '</button></td><td class="mark"></td></tr>')

@@ -145,7 +145,7 @@ def read_labels(paths: list[Path], monitor: Monitor) -> list[Label]:
     """Every label of ``monitor``'s statement in these files (each a label JSONL or a recorded trace)."""
     out = []
     for path in paths:
-        if not path.is_file():
+        if not path.exists():
             raise DataError(f"{path}: no such label file")
         first = _first_record(path)
         if first is None:

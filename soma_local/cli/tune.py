@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from soma_local.cli.args import existing_file, fraction, positive_int
+from soma_local.cli.args import existing_file, held_share, positive_int
 from soma_local.errors import SomaError
 
 
@@ -34,10 +34,9 @@ def cmd_tune(args) -> int:
     import numpy as np
 
     from soma_local.calibration.labels import read_labels
-    from soma_local.calibration.tune import CONFIDENCE, MIN_GROUPS, check_labels, tune
+    from soma_local.calibration.tune import check_labels
     from soma_local.engine.monitors import resolve_monitors
-    from soma_local.s1.adapter import (DEFAULT_FEATURES, FEATURE_CHOICES, Adapter, AdapterReport, adapter_file_path,
-                                       adapter_inputs, feature_columns, read_adapter_file, save_adapter)
+    from soma_local.s1.adapter import adapter_file_path, read_adapter_file
     from soma_local.s1.cache import CachedS1, ScoreCache
     from soma_local.s1.factory import load_s1
 
@@ -50,8 +49,18 @@ def cmd_tune(args) -> int:
     s1 = load_s1(args.s1, n_threads=args.threads)
     if s1 is None:
         raise SomaError("an adapter sharpens an S1: --s1 none has nothing to tune")
-    if args.cache_dir:
-        s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))
+    try:
+        return _fit_and_save(args, monitor, labels, y, out, s1 if not args.cache_dir else
+                             CachedS1(s1, ScoreCache(args.cache_dir, s1.identity)))
+    finally:
+        s1.close()
+
+
+def _fit_and_save(args, monitor, labels, y, out, s1) -> int:
+    from soma_local.calibration.tune import CONFIDENCE, MIN_GROUPS, tune
+    from soma_local.s1.adapter import (DEFAULT_FEATURES, FEATURE_CHOICES, Adapter, AdapterReport, adapter_inputs,
+                                       feature_columns, save_adapter)
+
     print(f"soma tune {monitor.name}: {len(labels)} labels from {len(args.labels)} file(s); S1 {s1.identity}",
           file=sys.stderr)
     progress = lambda n: print(f"\r  scored {n}/{len(labels)}", end="", file=sys.stderr, flush=True)
@@ -82,7 +91,6 @@ def cmd_tune(args) -> int:
     )
     save_adapter(out, adapter)
     print(f"saved {out} (for {s1.identity}; runs of '{monitor.name}' with this S1 use it)")
-    s1.close()
     return 0
 
 
@@ -97,7 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="label JSONL files or recorded run traces")
     tune.add_argument("--s1", help="the S1 to sharpen: classifier[:NAME|FOLDER], readout[:GGUF] or jev[...] "
                       "(default: classifier)")
-    tune.add_argument("--held-out", type=fraction, default=0.3, help="share of labels held out, by question")
+    tune.add_argument("--held-out", type=held_share, default=0.3, help="share of labels held out, by question "
+                      "(0.1 to 0.5)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
     tune.add_argument("--out", type=Path, help="adapter file (default: <monitor>.adapters.json beside the monitor)")
     tune.add_argument("--cache-dir", type=Path, help="keep the S1's scores here, so a second fit costs no S1 call")
