@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default: 1 to every core)")
     args = ap.parse_args()
-    from soma_local.s2.llama_cpp import default_threads, usable_cores
+    from soma_local.threads import default_threads, usable_cores
 
     threads = [int(x) for x in args.threads.split(",")] if args.threads else list(range(1, usable_cores() + 1))
     if args.child:

@@ -44,3 +44,22 @@ def test_no_module_imports_from_a_layer_above_it():
             if target.startswith("soma_local.") and LAYERS.index(_layer(target)) > mine:
                 wrong.append(f"{path.relative_to(ROOT.parent)}:{line} ({_layer(module) or 'top'}) imports {target}")
     assert not wrong, "\n".join(wrong)
+
+
+# S1 may use S2's layer for one reason: the LLM-readout S1 *is* a language model, so it loads a GGUF,
+# renders its chat template and runs it on the llama.cpp runtime, and the Jev S1 counts its input limit in
+# an S2 tokenizer. Nothing else of S2 (the token loop, sessions, vLLM) is S1's business, and shared
+# policy that both use (how many threads) lives in the ground layer (soma_local/threads.py), not in S2.
+S1_USES_OF_S2 = {
+    "soma_local/s1/llm_readout.py": {"soma_local.s2.formats", "soma_local.s2.llama_cpp"},
+    "soma_local/s1/factory.py": {"soma_local.s2.models"},
+}
+
+
+def test_s1_uses_s2_only_to_run_a_language_model_s1():
+    found = {}
+    for path in sorted((ROOT / "s1").rglob("*.py")):
+        targets = {t for _, t in _imports(path) if _layer(t) == "s2"}
+        if targets:
+            found[str(path.relative_to(ROOT.parent))] = targets
+    assert found == S1_USES_OF_S2

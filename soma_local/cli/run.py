@@ -43,7 +43,7 @@ def cmd_run(args) -> int:
     from soma_local.engine.trace import TraceWriter
     from soma_local.s1.factory import load_s1
     from soma_local.s2.build import build_s2
-    from soma_local.s2.llama_cpp import default_threads
+    from soma_local.threads import default_threads
 
     question, monitors, flags, trace_path, (cal, cal_path), options = _prepare(args)
     view = LiveView(sys.stdout, sys.stderr, quiet=args.quiet)

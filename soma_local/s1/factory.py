@@ -56,7 +56,7 @@ def load_s1(
 
         import torch
 
-        from soma_local.s2.llama_cpp import default_threads
+        from soma_local.threads import default_threads
 
         # torch's pool is per process; left alone it would use every core beside llama.cpp's threads.
         torch.set_num_threads(n_threads or default_threads())

@@ -16,33 +16,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from soma_local.errors import ModelFileError
 import numpy as np
+
+from soma_local.errors import ModelFileError
+from soma_local.threads import default_threads, usable_cores
 
 from soma_local.s2.base import S2Backend, SamplingParams
 from soma_local.s2.models import GgufVocab
 
 # Prompts longer than this report their loading progress (a CPU decodes a few hundred tokens a second).
 _PROGRESS_FROM = 4096
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (a container or taskset may allow fewer than the machine has)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def default_threads() -> int:
-    """CPU threads when --threads is not given: half the usable cores, at least one.
-
-    llama.cpp's OpenMP threads meet at a barrier after every operation and spin while they wait, so
-    when they take every core, whatever else runs (the terminal showing the stream, another program)
-    stalls all of them: on 2 cores, 2 threads decoded 3x slower than 1 on a quiet machine and 7-15x
-    slower on a busy one (``benchmarks/threads.py``). Half the cores also approximates the physical
-    cores on machines with two hardware threads per core, which is what llama.cpp itself uses."""
-    return max(1, usable_cores() // 2)
 
 
 def _wait_passively_if_every_core(n_threads: int) -> None:
