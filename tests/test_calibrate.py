@@ -133,6 +133,19 @@ def test_an_h_calibrated_on_another_version_of_the_s1_is_not_used(tmp_path):
     assert resolve_thresholds(*args, "bbb")["unanswerable"].h == 4.0
 
 
+def test_an_h_calibrated_without_a_monitors_adapter_is_not_used_with_it(tmp_path):
+    """An adapter changes its monitor's p, so its h keys on S1.version_for(statement); the others' do not move."""
+    base = dict(s1="classifier:m", s2="b.gguf", objective=Objective(kind="abstention"), scan_interval=256,
+                datasets=["c.jsonl"], n_questions=50, results="r.json", threshold=4.0, s1_version="aaa")
+    cal = load_calibration(tmp_path / "none.json")
+    cal.entries = [CalibrationEntry(monitor=m, **base) for m in ("unanswerable", "looping")]
+    monitors = resolve_monitors(["unanswerable", "looping"])
+    versions = {"unanswerable": "aaa", "looping": "aaa+adapter-1234abcd"}
+    got = resolve_thresholds(monitors, {}, cal, tmp_path / "t.json", "classifier:m", "b.gguf", "soma", versions)
+    assert got["unanswerable"].h == 4.0 and got["looping"].source == "monitor default"
+    assert "(aaa, now aaa+adapter-1234abcd)" in got["looping"].warning
+
+
 def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):
     from soma_local.calibration.runs import Question, grid_results, load_questions
     from soma_local.calibration.readout import ReadoutRun
