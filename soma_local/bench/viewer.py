@@ -19,7 +19,7 @@ from soma_local.bench.results import ResultLine, read_results
 from soma_local.errors import DataError
 from soma_local.calibration.readout import ReadoutRun
 from soma_local.engine.supervise import is_readout
-from soma_local.engine.trace import parse_record
+from soma_local.engine.trace import first_record, parse_record, read_trace
 
 _REMINDER = re.compile(r"<reminder>(.*?)</reminder>", re.S)
 
@@ -84,6 +84,15 @@ def _marked(text: str) -> str:
         last = m.end()
     out.append(html.escape(text[last:]))
     return "".join(out)
+
+
+def _output_html(output: str, takeover: dict | None) -> str:
+    """S2's text as it saw it: reminders marked, and the takeover text where there was one."""
+    marked = _marked(output)
+    if takeover is None:
+        return marked
+    text = html.escape(takeover["text"])
+    return marked.replace(text, f'<mark class="takeover" title="takeover">{text}</mark>', 1)
 
 
 def _ticks(top: float, count: int = 5) -> list[float]:
@@ -178,10 +187,7 @@ def render(line: ResultLine, h: float | None = None) -> str:
     if readout and monitor and h is not None and math.isfinite(h):
         read = ReadoutRun((parse_record(r) for r in records), f"{line.method}/{line.id}").read_off({monitor: h})
         read = read if read.takeover else None
-    thinking_html = _marked(output)
-    if takeover is not None:
-        text = html.escape(takeover["text"])
-        thinking_html = thinking_html.replace(text, f'<mark class="takeover" title="takeover">{text}</mark>', 1)
+    thinking_html = _output_html(output, takeover)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(line.id)} · {html.escape(line.method)}</title><style>{_CSS}</style></head><body>",
@@ -269,26 +275,15 @@ def render_trace(records: list[dict], name: str) -> str:
         parts += [f"<h2>Scans ({html.escape(m['name'])})</h2>",
                   _plot(scans, m["name"], float(h) if h is not None else None, at)]
     if end is not None:
-        output = _marked(end["output"])
-        if takeover is not None:
-            text = html.escape(takeover["text"])
-            output = output.replace(text, f'<mark class="takeover" title="takeover">{text}</mark>', 1)
-        parts.append(f"<h2>Reasoning and answer as S2 saw them</h2><pre class='reasoning' id='reasoning'>{output}</pre>")
+        parts.append("<h2>Reasoning and answer as S2 saw them</h2><pre class='reasoning' id='reasoning'>"
+                     f"{_output_html(end['output'], takeover)}</pre>")
     parts += [_labelling(records, name), "</body></html>"]
     return "\n".join(parts)
 
 
-def _is_run_trace(path: Path) -> bool:
-    with path.open(encoding="utf-8") as fh:
-        first = next((line for line in fh if line.strip()), "")
-    return first.lstrip().startswith("{") and json.loads(first).get("type") == "run_start"
-
-
 def write_viewer(results: Path, question_id: str | None = None, out: Path | None = None, h: float | None = None) -> Path:
     """The viewer of one question of a result file, or of a recorded run (``question_id`` not needed)."""
-    if _is_run_trace(results):
-        from soma_local.engine.trace import read_trace
-
+    if (first_record(results) or {}).get("type") == "run_start":
         records = [r.model_dump(mode="json") for r in read_trace(results)]
         out = out or results.with_suffix(".html")
         out.write_text(render_trace(records, results.stem), encoding="utf-8")

@@ -15,14 +15,13 @@ sharpen the wrong monitor.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from soma_local.engine.monitors import Monitor
-from soma_local.engine.trace import RunEnd, RunStart, Scan, parse_record
+from soma_local.engine.trace import RunEnd, RunStart, Scan, first_record, read_trace
 from soma_local.errors import DataError
 from soma_local.jsonl import field_errors
 from soma_local.s1.state import parse_state
@@ -64,17 +63,6 @@ def _group(task: str) -> str:
     return "task-" + hashlib.sha256(task.encode()).hexdigest()[:12]
 
 
-def _first_record(path: Path) -> dict | None:
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    return json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:1: not JSON: {exc}") from None
-    return None
-
-
 def _other_statement(path: Path, where: str, theirs: str, monitor: Monitor) -> DataError:
     return DataError(f"{path}{where}: labelled for another statement ('{theirs}'); monitor '{monitor.name}' states "
                      f"'{monitor.statement}'. Labels must be written for this exact statement")
@@ -107,14 +95,10 @@ def _from_label_file(path: Path, monitor: Monitor) -> list[Label]:
 
 def trace_states(path: Path) -> tuple[RunStart, RunEnd, list[Scan]]:
     """A recorded run: its start, its end and its scans, each scan with the length of the thinking it read."""
-    records = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    records.append(parse_record(json.loads(line)))
-                except (json.JSONDecodeError, ValidationError) as exc:
-                    raise DataError(f"{path}:{lineno}: not a trace record: {exc}") from None
+    try:
+        records = list(read_trace(path))
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
     start = next((r for r in records if isinstance(r, RunStart)), None)
     end = next((r for r in records if isinstance(r, RunEnd)), None)
     if start is None or end is None:
@@ -147,7 +131,7 @@ def read_labels(paths: list[Path], monitor: Monitor) -> list[Label]:
     for path in paths:
         if not path.exists():
             raise DataError(f"{path}: no such label file")
-        first = _first_record(path)
+        first = first_record(path)
         if first is None:
             raise DataError(f"{path}: empty label file")
         out += _from_trace(path, monitor) if first.get("type") == "run_start" else _from_label_file(path, monitor)

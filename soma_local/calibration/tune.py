@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -85,12 +86,12 @@ MIN_GROUPS = 4  # fewer questions than this cannot be split by question; their l
 def split_groups(groups: Sequence[str], y: np.ndarray, held_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices (fit, held): whole groups held out, about ``held_share`` of the labels, both classes on each
     side. Labels of fewer than ``MIN_GROUPS`` questions (a user's hand labels of one run) are split one by
-    one instead, and their held-out figures are optimistic: ``grouped_split`` says which it was."""
+    one instead, and their held-out figures are optimistic (``TuneResult.questions`` tells which it was)."""
     hard = y >= 0.5
-    names = sorted(set(groups))
-    if len(names) < MIN_GROUPS:
+    if len(set(groups)) < MIN_GROUPS:
         groups = [str(i) for i in range(len(groups))]
-        names = sorted(set(groups))
+    size = Counter(groups)
+    names = sorted(size)
     for attempt in range(50):
         rng = random.Random(seed + attempt)
         order = names[:]
@@ -100,7 +101,7 @@ def split_groups(groups: Sequence[str], y: np.ndarray, held_share: float, seed: 
             if n_held >= held_share * len(groups):
                 break
             held_groups.add(g)
-            n_held += sum(1 for x in groups if x == g)
+            n_held += size[g]
         held = np.array([g in held_groups for g in groups])
         if all(min(hard[m].sum(), (~hard[m]).sum()) >= 2 for m in (held, ~held)):
             return np.flatnonzero(~held), np.flatnonzero(held)
@@ -119,8 +120,7 @@ def _anchored_fit(z: np.ndarray, x: np.ndarray, y: np.ndarray, c: float) -> tupl
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
         a, w, b = theta[0], theta[1:-1], theta[-1]
         out = a * z + x @ w + b
-        value = float(np.sum(y * np.logaddexp(0, -out) + (1 - y) * np.logaddexp(0, out)))
-        value += (float(w @ w) + (a - 1) ** 2) / (2 * c)
+        value = float(np.sum(_losses(out, y))) + (float(w @ w) + (a - 1) ** 2) / (2 * c)
         r = 1 / (1 + np.exp(-out)) - y  # d loss / d out
         grad = np.r_[r @ z + (a - 1) / c, x.T @ r + w / c, r.sum()]
         return value, grad
@@ -130,9 +130,13 @@ def _anchored_fit(z: np.ndarray, x: np.ndarray, y: np.ndarray, c: float) -> tupl
     return float(theta[0]), theta[1:-1], float(theta[-1])
 
 
+def _losses(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each label's cross-entropy under sigmoid(z), for soft labels."""
+    return y * np.logaddexp(0, -z) + (1 - y) * np.logaddexp(0, z)
+
+
 def _log_loss(z: np.ndarray, y: np.ndarray) -> float:
-    """Mean cross-entropy of soft labels under sigmoid(z)."""
-    return float(np.mean(y * np.logaddexp(0, -z) + (1 - y) * np.logaddexp(0, z)))
+    return float(np.mean(_losses(z, y)))
 
 
 def _cv_loss(z: np.ndarray, x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float) -> float:
@@ -180,8 +184,7 @@ def gain_lower_bound(z_without: np.ndarray, z_with: np.ndarray, y: np.ndarray, g
                      seed: int = 0) -> float:
     """The one-sided ``CONFIDENCE`` lower bound of the mean log-loss gain of ``z_with`` over ``z_without``,
     resampling whole groups (a question's states rise and fall together)."""
-    gain = (y * np.logaddexp(0, -z_without) + (1 - y) * np.logaddexp(0, z_without)
-            - y * np.logaddexp(0, -z_with) - (1 - y) * np.logaddexp(0, z_with))
+    gain = _losses(z_without, y) - _losses(z_with, y)
     names = sorted(set(groups))
     index = {g: i for i, g in enumerate(names)}
     of = np.array([index[g] for g in groups])

@@ -11,8 +11,8 @@ from soma_local.cli.args import (
     parse_grid, positive_int, s2_options, selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
-from soma_local.data_dir import data_dir, shareable_path
 from soma_local.cli.tune import use_adapters
+from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import DataError, SomaError
 
 
@@ -71,7 +71,8 @@ def cmd_calibrate(args) -> int:
     metrics = {c.threshold: c.metrics for c in choice.candidates}
     results_path = out / "calibration_results.json"
     write_json(results_path, {
-        "s1": s1.name, "s1_version": s1.version_for(monitor.statement), "s2": s2.name, "monitor": monitor.name, "variant": args.variant,
+        "s1": s1.name, "s1_version": s1.version_for(monitor.statement), "s2": s2.name, "monitor": monitor.name,
+        "variant": args.variant,
         "datasets": [shareable_path(f) for f in files], "limit": args.limit, "seed": args.seed,
         "scan_interval": args.scan_interval, "max_tokens": args.max_tokens,
         "choice": jsonable(choice),

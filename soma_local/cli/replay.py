@@ -11,8 +11,8 @@ from soma_local.cli.args import (
     parse_grid, positive_float, selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
-from soma_local.data_dir import data_dir, shareable_path
 from soma_local.cli.tune import use_adapters
+from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import DataError, SomaError
 
 

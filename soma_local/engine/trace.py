@@ -12,6 +12,8 @@ from typing import IO, Annotated, Iterator, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from soma_local.errors import DataError
+
 
 class _Record(BaseModel):
     # A remind-only or readout run has h = inf: JSON has no infinity, so write it as "Infinity" (the
@@ -156,6 +158,19 @@ class TraceWriter:
 def parse_record(raw: dict) -> BaseModel:
     """One record from its JSON form, as ``TraceWriter`` writes it or a bench result line keeps it."""
     return _adapter.validate_python(raw)
+
+
+def first_record(path: str | Path) -> dict | None:
+    """The first record of a JSONL file as plain JSON (None for an empty file): enough to tell a run trace
+    (``type`` run_start) from a result or label file before reading it whole."""
+    with Path(path).open(encoding="utf-8") as fh:
+        first = next((line for line in fh if line.strip()), None)
+    if first is None:
+        return None
+    try:
+        return json.loads(first)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: first line is not JSON: {exc}") from None
 
 
 def read_trace(path: str | Path) -> Iterator[BaseModel]:
