@@ -36,9 +36,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from soma_local.calibration.metrics import ItemResult, summarize  # noqa: E402
-from soma_local.calibration.replay import (  # noqa: E402
-    ScannedTrace, calibration_ids, group_key, replay_item, reserved_questions,
-)
+from soma_local.calibration.recorded import reserved_questions  # noqa: E402
+from soma_local.calibration.replay import ScannedTrace, calibration_ids, group_key, replay_item  # noqa: E402
 from soma_local.calibration.report import h_label  # noqa: E402
 from soma_local.calibration.scoring import is_abstention  # noqa: E402
 from soma_local.calibration.selection import Selection  # noqa: E402

@@ -41,12 +41,13 @@ from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.errors import DataError  # noqa: E402
 from soma_local.calibration.metrics import ItemResult, Metrics, summarize  # noqa: E402
 from soma_local.s2.models import GgufVocab, resolve_gguf  # noqa: E402
+from soma_local.calibration.recorded import load_all  # noqa: E402
 from soma_local.calibration.replay import ScannedTrace, replay_item  # noqa: E402
 from soma_local.calibration.report import pct  # noqa: E402
 from soma_local.engine.pauses import PauseRule, pause_cuts  # noqa: E402
 from soma_local.s1.temperature import auroc  # noqa: E402
 from training.reader_labels import agreement, read_labels  # noqa: E402
-from training.reader_set import load_all, render_state, short_model, trace_key, write_jsonl  # noqa: E402
+from training.reader_set import render_state, short_model, trace_key, write_jsonl  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "replay_reader_labels.jsonl"

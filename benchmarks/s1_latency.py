@@ -18,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from soma_local.calibration.recorded import load_traces  # noqa: E402
 from soma_local.s2.models import resolve_gguf  # noqa: E402
 from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.engine.monitors import resolve_monitors  # noqa: E402
@@ -26,7 +27,6 @@ from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402
 from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt  # noqa: E402
 from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
-from training.traces import load_traces  # noqa: E402
 
 INTERVAL = 256
 
@@ -69,7 +69,7 @@ def main() -> int:
                     help="monitors scored in one scan, repeatable (default: overthinking, unanswerable, looping)")
     ap.add_argument("--threads", type=int, default=None, help="S2 threads (default: all cores)")
     args = ap.parse_args()
-    trace = max(load_traces([data / "traces" / "umwp_Qwen3-8B_unanswerable.jsonl"])[:20], key=lambda t: len(t.thinking))
+    trace = max(load_traces(data / "traces" / "umwp_Qwen3-8B_unanswerable.jsonl")[:20], key=lambda t: len(t.thinking))
     monitors = args.monitor or ["overthinking", "unanswerable", "looping"]
     times, s1_name, state_tokens = s1_latency(args.s1, monitors, args.repeats, trace.question, trace.thinking)
     per_token, s2_name = s2_seconds_per_token(args.threads, trace.question)

@@ -165,7 +165,7 @@ def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, clas
     from soma_local.engine.pauses import PauseRule
     from soma_local.engine.supervise import RunConfig, supervise
     from soma_local.engine.trace import Scan, TraceWriter
-    from training.traces import load_traces
+    from soma_local.calibration.recorded import load_trace_files
 
     question = "List the first twenty prime numbers and explain for each why it is prime."
     path = tmp_path / "run.jsonl"
@@ -177,7 +177,7 @@ def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, clas
         result = supervise(question, s2, classifier, list(monitors.values()), config, trace)
     scans = [r for r in result.records if isinstance(r, Scan)]
     assert scans and all(0 < s.monitors[name].p < 1 for s in scans for name in monitors)
-    (loaded,) = load_traces([path])
+    (loaded,) = load_trace_files([path])
     assert loaded.question == question and loaded.thinking == result.end.thinking
 
 

@@ -7,7 +7,7 @@ import pytest
 from soma_local.cli.main import main
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.calibration.readout import ReadoutRun
-from soma_local.calibration.replay import InterruptedRun, from_engine_trace
+from soma_local.calibration.recorded import InterruptedRun, from_engine_trace
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
 from soma_local.engine.pauses import PauseRule

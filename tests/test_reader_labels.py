@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from training.reader_labels import LABELS, REFS, agreement, merge, read_labels
-from training.reader_set import (StateRef, limit_h, load_all, read_refs, render_state, reserved_questions,
-                                 trace_key, training_half)
+from soma_local.calibration.recorded import load_all, reserved_questions
+from training.reader_set import StateRef, limit_h, read_refs, render_state, trace_key, training_half
 
 
 @pytest.fixture(scope="module")

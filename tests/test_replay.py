@@ -4,8 +4,8 @@
 import math
 
 from soma_local.calibration.metrics import ItemResult
+from soma_local.calibration.recorded import RecordedTrace
 from soma_local.calibration.replay import (
-    RecordedTrace,
     ScannedTrace,
     calibration_ids,
     replay_item,
@@ -78,7 +78,7 @@ def test_calibration_share_is_a_stable_per_question_draw():
 
 def test_an_engine_trace_becomes_a_recorded_trace_joined_to_its_question():
     from soma_local.calibration.runs import Question
-    from soma_local.calibration.replay import from_engine_trace
+    from soma_local.calibration.recorded import from_engine_trace
     from soma_local.engine.trace import RunEnd, RunStart, Timings, TokenCounts
 
     start = RunStart(question="How many? ", s2_model="m.gguf", s1="none", monitors=[], thresholds={},
@@ -103,3 +103,15 @@ def test_cached_s1_asks_the_wrapped_s1_only_for_new_states(tmp_path):
     assert s1.score([a, b]) == [0.7, 0.2]  # only b reached the wrapped S1
     assert [len(batch) for batch in inner.seen] == [1, 1]
     assert CachedS1(ScriptedS1([0.9]), ScoreCache(tmp_path, inner.name)).score([b]) == [0.2]  # from disk
+
+
+def test_the_unanswerable_monitor_prompts_as_the_shared_traces_were(data_dir):
+    """One prompt suffix: every shared trace's prompt is its question plus the unanswerable monitor's
+    prompt_suffix (Liu et al.'s prompt), which begins with the instruction the trace parser cuts at."""
+    from soma_local.calibration.recorded import BASE_INSTRUCTION, load_all
+    from soma_local.engine.monitors import resolve_monitors
+
+    (monitor,) = resolve_monitors(["unanswerable"])
+    assert monitor.prompt_suffix.startswith(BASE_INSTRUCTION)
+    for t in load_all(data_dir):
+        assert t.prompt.endswith(monitor.prompt_suffix) and t.prompt.removesuffix(monitor.prompt_suffix).strip() == t.question

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.engine.monitors import resolve_monitors
 from training.bank_batches import Texts, read_states
 from training.bank_labels import read_labels
 from training.reader_labels import SCALE
-from training.reader_set import load_all, reserved_questions, training_half
+from training.reader_set import training_half
 from training.statement_bank import bank_split, family_of, load_bank
 
 

@@ -8,15 +8,15 @@ from soma_local.errors import DataError
 from soma_local.engine.pauses import pause_cuts
 from soma_local.s2.models import GgufVocab
 from training.examples import Example, gold_question_ids, read_labelled, split_by_question
-from training.labels import final_boxed, overthinking_label, unanswerable_label, HIGH, LEAN, LOW, UNSURE
+from soma_local.calibration.recorded import RecordedTrace, load_trace_files
+from training.labels import final_answer, final_boxed, overthinking_label, unanswerable_label, HIGH, LEAN, LOW, UNSURE
 from training.states import scan_cuts
-from training.traces import load_traces, split_output
 
 
 def test_training_cuts_states_where_the_engine_pauses(data_dir, smollm_path):
     """Training's cutter is the engine's schedule in character offsets: the same cuts as replay's."""
     vocab = GgufVocab.from_path(smollm_path)
-    (trace, *_) = load_traces([data_dir / "traces" / "umwp_Qwen3-8B_answerable.jsonl"])
+    (trace, *_) = load_trace_files([data_dir / "traces" / "umwp_Qwen3-8B_answerable.jsonl"])
     text = trace.thinking
     _, cuts = pause_cuts(text, vocab.pieces(text))
     assert len(cuts) == 2 and scan_cuts(text, vocab) == [len(c) for c in cuts]
@@ -63,14 +63,19 @@ def test_labelled_file_round_trip_and_errors(tmp_path):
 
 
 def test_shared_traces_load_with_question_and_thinking(data_dir):
-    traces = load_traces([data_dir / "traces" / "umwp_Qwen3-8B_answerable.jsonl"])
+    traces = load_trace_files([data_dir / "traces" / "umwp_Qwen3-8B_answerable.jsonl"])
     assert len(traces) == 300
     first = traces[0]
     assert "Let's think step by step" not in first.question and first.question
     assert "<think>" not in first.thinking and "</think>" not in first.thinking
-    assert first.final_answer()
+    assert final_answer(first)
 
 
-def test_split_output_handles_unclosed_thinking():
-    assert split_output("<think>\nabc</think>ans") == ("abc", "ans", True)
-    assert split_output("<think>\nabc") == ("abc", "", False)
+def test_thinking_is_kept_verbatim_and_a_closed_run_has_an_answer():
+    """One trace model for replay and training: the thinking as recorded (its leading newline too, as
+    replay's cuts and the committed state references measure it), an answer only after ``</think>``."""
+    closed = RecordedTrace(dataset="d", model="m", question_id="q", answerable=True, prompt="p",
+                           output="<think>\nabc</think>ans")
+    assert (closed.thinking, closed.answer, closed.closed) == ("\nabc", "ans", True)
+    cut = closed.model_copy(update={"output": "<think>\nabc"})
+    assert (cut.thinking, cut.answer, cut.closed) == ("\nabc", None, False)

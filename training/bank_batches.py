@@ -28,12 +28,12 @@ from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
-from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
 from soma_local.s2.models import GgufVocab, resolve_gguf
-from training.reader_set import load_all, reserved_questions, short_model, trace_key, training_half, write_jsonl
+from training.reader_set import gold_state, render_state, short_model, trace_key, training_half, write_jsonl
 from training.s2_runs import S2Run, read_runs
 from training.statement_bank import Bank, Split, bank_split, load_bank
 from training.states import scan_cuts
@@ -80,13 +80,11 @@ class Texts:
             trace = self.traces.get(trace_key(ref.dataset, ref.model, ref.question_id))
             if trace is None:
                 raise DataError(f"{ref.sid}: no trace {ref.dataset}/{ref.model}/{ref.question_id} in the data directory")
-            task, thinking = trace.question, trace.output[: ref.cut_char][trace.thinking_start :]
-        else:
-            run = self.runs.get(ref.run_id or "")
-            if run is None:
-                raise DataError(f"{ref.sid}: no run {ref.run_id} in training/data/s2_runs.jsonl")
-            task, thinking = self.questions[run.question_id], run.thinking[: ref.cut_char]
-        return f"Task: {task}\n\nReasoning so far: {limit_h(thinking.strip(chr(10)))}"
+            return render_state(trace, ref.cut_char)
+        run = self.runs.get(ref.run_id or "")
+        if run is None:
+            raise DataError(f"{ref.sid}: no run {ref.run_id} in training/data/s2_runs.jsonl")
+        return gold_state(self.questions[run.question_id], run.thinking[: ref.cut_char])
 
 
 def choose_statements(bank: Bank, split: Split, rng: random.Random, per_state: int, negation_share: float,

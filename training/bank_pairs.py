@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
+from soma_local.calibration.recorded import reserved_questions
 from soma_local.data_dir import data_dir
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.errors import DataError
@@ -28,7 +29,6 @@ from soma_local.s1.state import parse_state
 from training.bank_batches import Texts, read_states
 from training.bank_labels import read_labels as read_bank_labels
 from training.reader_labels import examples as reader_examples, read_labels as read_reader_labels
-from training.reader_set import reserved_questions
 from training.statement_bank import Bank, Split, bank_split, family_of, is_negation
 
 PAPER_MONITORS = ("overthinking", "unanswerable")

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from soma_local.errors import DataError
 from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
-from training.labels import rule_label
+from training.labels import final_answer, rule_label
 from training.states import Cut
 
 _STATE = re.compile(r"^Task: (?P<task>.*?)\n\nReasoning so far: (?P<reasoning>.*)$", re.S)
@@ -73,7 +73,7 @@ def sample_cuts(cuts: Sequence[Cut], per_trace: int, total: int, seed: int) -> l
 def label_with_rules(cuts: Iterable[Cut], monitor: Monitor) -> list[Example]:
     return [
         Example(c.key, c.trace.question_id, monitor.name, c.trace.question, c.reasoning,
-                rule_label(monitor.name, c.reasoning, c.trace.final_answer()))
+                rule_label(monitor.name, c.reasoning, final_answer(c.trace)))
         for c in cuts
     ]
 

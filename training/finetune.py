@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from soma_local.calibration.recorded import load_all
 from soma_local.data_dir import data_dir
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.errors import ModelFileError
@@ -42,7 +43,7 @@ from training.cue_heads import fit_cue_head
 from training.examples import Example, read_labelled, split_by_question
 from training.fit import FitSettings, fine_tune
 from training.reader_labels import LABELS, examples as reader_examples, read_labels
-from training.reader_set import load_all, training_half
+from training.reader_set import training_half
 from training.train import report
 
 RUNS_DIR = Path(__file__).resolve().parent / "runs"

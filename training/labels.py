@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from soma_local.calibration.recorded import RecordedTrace
 from soma_local.s1.cues import ATTEMPT, BOXED, DOUBT, RECHECK
 
 # Soft labels: a rule is evidence, not certainty, so no label is 0 or 1 (keeps the head calibrated).
@@ -33,6 +34,12 @@ def final_boxed(text: str) -> str | None:
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         i += 1
     return text[start : i - 1].strip() if depth == 0 else None
+
+
+def final_answer(trace: RecordedTrace) -> str | None:
+    """The answer a trace ended on, the value the overthinking rule looks for: its last boxed answer
+    after thinking, else in its thinking, else the gold one."""
+    return final_boxed(trace.answer or "") or final_boxed(trace.thinking) or trace.gold
 
 
 def answer_pattern(answer: str) -> re.Pattern[str] | None:

@@ -14,9 +14,10 @@ import argparse
 import random
 from pathlib import Path
 
+from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.data_dir import data_dir
 from soma_local.s2.models import GgufVocab, resolve_gguf
-from training.reader_set import MONITORS, draw_states, load_all, render_state, reserved_questions, trace_key, write_jsonl
+from training.reader_set import MONITORS, draw_states, render_state, trace_key, write_jsonl
 
 HERE = Path(__file__).resolve().parent
 REFS = HERE / "data" / "reader_states.jsonl"

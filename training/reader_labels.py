@@ -20,11 +20,12 @@ from typing import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from soma_local.calibration.recorded import load_all
 from soma_local.data_dir import data_dir
 from soma_local.errors import DataError
 from soma_local.s1.temperature import evaluate
 from training.examples import Example
-from training.reader_set import StateRef, load_all, read_refs, render_state, trace_key, write_jsonl
+from training.reader_set import StateRef, read_refs, render_state, trace_key, write_jsonl
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "reader_labels.jsonl"

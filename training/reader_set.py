@@ -19,16 +19,15 @@ import json
 import random
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import AbstractSet, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from soma_local.calibration.recorded import RecordedTrace
 from soma_local.errors import DataError
 from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
-from soma_local.calibration.replay import RecordedTrace, load_traces
 from soma_local.s2.models import GgufVocab
 from training.states import scan_cuts
-from training.traces import thinking_offset
 
 SPLIT_SEED = "soma-s1-split-v1"
 MONITORS = ("overthinking", "unanswerable")
@@ -52,13 +51,6 @@ def short_model(model: str) -> str:
     return model.split("/")[-1]
 
 
-def reserved_questions(data_dir: Path) -> set[str]:
-    path = data_dir / "s1_labels" / "reserved_questions.txt"
-    if not path.is_file():
-        raise DataError(f"{path}: missing (the reserved-question list guards gold; refusing to draw states without it)")
-    return {line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
-
-
 def _draw(qid: str) -> str:
     return hashlib.sha256(f"{SPLIT_SEED}\0{qid}".encode()).hexdigest()
 
@@ -77,28 +69,22 @@ def training_half(questions: Iterable[tuple[str, bool, str]]) -> set[str]:
     return out
 
 
-def trace_files(data_dir: Path) -> list[Path]:
-    files = sorted((data_dir / "traces").glob("*.jsonl"))
-    if not files:
-        raise DataError(f"{data_dir / 'traces'}: no trace files (is SOMA_DATA_DIR right?)")
-    return files
-
-
-def load_all(data_dir: Path) -> list[RecordedTrace]:
-    return [t for f in trace_files(data_dir) for t in load_traces(f)]
-
-
 def trace_key(dataset: str, model: str, question_id: str) -> tuple[str, str, str]:
     return dataset, short_model(model), question_id
 
 
+def gold_state(task: str, thinking: str) -> str:
+    """A state as gold formats it: the reasoning trimmed of newlines at both ends, then limited to its
+    last 7,000 characters (cut at a line break)."""
+    return f"Task: {task}\n\nReasoning so far: {limit_h(thinking.strip(chr(10)))}"
+
+
 def render_state(trace: RecordedTrace, cut_char: int) -> str:
-    """The state text as gold formats it, for a cut at ``cut_char`` into the trace's output."""
-    start = thinking_offset(trace.output)
+    """The gold-format state of a cut at ``cut_char`` into the trace's output."""
+    start = trace.thinking_start
     if not start <= cut_char <= len(trace.output):
         raise DataError(f"{trace.question_id}: cut_char {cut_char} outside the thinking")
-    h = limit_h(trace.output[start:cut_char].rstrip("\n"))
-    return f"Task: {trace.question}\n\nReasoning so far: {h}"
+    return gold_state(trace.question, trace.output[start:cut_char])
 
 
 def _weighted_sample(rng: random.Random, items: Sequence[int], weights: Sequence[float], k: int) -> list[int]:
@@ -110,7 +96,7 @@ def _weighted_sample(rng: random.Random, items: Sequence[int], weights: Sequence
 def draw_states(
     traces: Sequence[RecordedTrace],
     vocab: GgufVocab,
-    reserved: set[str],
+    reserved: AbstractSet[str],
     per_monitor: int,
     per_trace: int = 40,
     seed: int = 0,

@@ -4,7 +4,8 @@
     python -m training.s2_runs --s2-model qwen2.5-0.5b --runs 30
 
 Each run is a plain (unsupervised) ``supervise`` run of an embedded S2 on one question of the shared
-traces' training half (never a reserved question), prompted as the traces were. Only references and
+traces' training half (never a reserved question), prompted with the instruction the traces' prompts
+begin with (``calibration.recorded.BASE_INSTRUCTION``), without Liu et al.'s abstention sentences. Only references and
 the S2's own thinking are stored (``training/data/s2_runs.jsonl``): the question text is rebuilt from
 the data directory. The file grows run by run, so an interrupted call resumes.
 """
@@ -18,15 +19,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from soma_local.calibration.recorded import BASE_INSTRUCTION, load_all, reserved_questions
 from soma_local.data_dir import data_dir
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.build import S2Options, build_s2
-from training.reader_set import load_all, reserved_questions, training_half
+from training.reader_set import training_half
 
 RUNS = Path(__file__).resolve().parent / "data" / "s2_runs.jsonl"
-# As the shared traces were prompted (traces/PROMPT_NOTE.md).
-PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 
 
 class S2Run(BaseModel):
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         trace = pool[qid]
         config = RunConfig(max_tokens=args.max_tokens, sampling=SamplingParams(seed=args.seed + i))
-        result = supervise(trace.question + PROMPT_SUFFIX, s2, None, [], config)
+        result = supervise(trace.question + BASE_INSTRUCTION, s2, None, [], config)
         row = S2Run(run_id=run_id, s2_model=args.s2_model, dataset=trace.dataset, question_id=qid,
                     answerable=trace.answerable, seed=args.seed + i, max_tokens=args.max_tokens,
                     stop=result.stop, thinking_tokens=result.end.tokens.thinking, thinking=result.thinking)

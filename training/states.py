@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from soma_local.calibration.recorded import RecordedTrace
 from soma_local.engine.pauses import PauseRule, cut_offsets, pause_points
 from soma_local.s2.models import GgufVocab
-from training.traces import Trace
 
 
 def scan_cuts(thinking: str, vocab: GgufVocab, rule: PauseRule = PauseRule()) -> list[int]:
@@ -23,7 +23,7 @@ def scan_cuts(thinking: str, vocab: GgufVocab, rule: PauseRule = PauseRule()) ->
 
 @dataclass(frozen=True)
 class Cut:
-    trace: Trace
+    trace: RecordedTrace
     index: int  # scan number within the trace
     end: int  # character offset of the cut in ``trace.thinking``
 
@@ -36,5 +36,5 @@ class Cut:
         return f"{self.trace.trace_id}@{self.end}"
 
 
-def trace_cuts(trace: Trace, vocab: GgufVocab, rule: PauseRule = PauseRule()) -> list[Cut]:
+def trace_cuts(trace: RecordedTrace, vocab: GgufVocab, rule: PauseRule = PauseRule()) -> list[Cut]:
     return [Cut(trace, i, end) for i, end in enumerate(scan_cuts(trace.thinking, vocab, rule))]

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from soma_local.calibration.recorded import load_trace_files
 from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import SomaError
 from soma_local.s2.models import GgufVocab, resolve_gguf
@@ -35,7 +36,6 @@ from training.card import model_card
 from training.examples import (Example, gold_question_ids, label_with_rules, label_with_s1, read_labelled,
                                sample_cuts, split_by_question)
 from training.states import trace_cuts
-from training.traces import load_traces
 
 RUNS_DIR = Path(__file__).resolve().parent / "runs"
 CHUNK = 32
@@ -44,7 +44,7 @@ CHUNK = 32
 def build_examples(args, monitors: Sequence[Monitor], exclude: set[str]) -> list[Example]:
     if args.teacher.startswith("file:"):
         return [e for e in read_labelled(Path(args.teacher[5:])) if e.question_id not in exclude]
-    traces = [t for t in load_traces(args.traces) if t.question_id not in exclude]
+    traces = [t for t in load_trace_files(args.traces) if t.question_id not in exclude]
     vocab = GgufVocab.from_path(resolve_gguf(None))
     cuts = [c for t in tqdm(traces, desc="cutting states", unit="trace") for c in trace_cuts(t, vocab)]
     teacher = None

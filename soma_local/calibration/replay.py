@@ -18,99 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-from pathlib import Path
 from typing import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from soma_local.calibration.runs import Question
-from soma_local.engine.controller import Action, Controller
-from soma_local.errors import DataError
-from soma_local.jsonl import read_models
 from soma_local.calibration.metrics import ItemResult
+from soma_local.calibration.recorded import RecordedTrace
+from soma_local.calibration.scoring import extract_answer, grade, is_abstention, judge
+from soma_local.engine.controller import Action, Controller
 from soma_local.engine.monitors import Monitor
+from soma_local.engine.pauses import PauseRule, pause_cuts
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.models import GgufVocab
-from soma_local.engine.pauses import PauseRule, pause_cuts
-from soma_local.calibration.scoring import after_thinking, extract_answer, grade, is_abstention, judge
-from soma_local.engine.trace import RunEnd, RunStart
-
-_OPEN, _CLOSE = "<think>", "</think>"
-# The released prompts are "question + ' ' + fixed instruction" (traces/PROMPT_NOTE.md); S1's task is
-# the question alone, as in the S1 gold labels.
-_PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
-
-
-class RecordedTrace(BaseModel):
-    """One line of ``traces/*.jsonl``."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    dataset: str
-    model: str
-    question_id: str
-    answerable: bool
-    prompt: str
-    output: str
-    ground_truth: str | float | list[float | str] | None = None  # UMWP logs some golds as [14.0]
-
-    @property
-    def question(self) -> str:
-        head, sep, _ = self.prompt.partition(_PROMPT_SUFFIX)
-        return head.strip() if sep else self.prompt.strip()
-
-    @property
-    def gold(self) -> str | None:
-        if not self.answerable or self.ground_truth is None:
-            return None
-        value = self.ground_truth[0] if isinstance(self.ground_truth, list) else self.ground_truth
-        if isinstance(value, float):  # as the test files render them: 15.0 -> "15"
-            return str(int(value)) if value.is_integer() else repr(value)
-        return str(value)
-
-    @property
-    def thinking_start(self) -> int:
-        """Where the thinking starts in ``output`` (after an opening ``<think>``)."""
-        return len(_OPEN) if self.output.startswith(_OPEN) else 0
-
-    @property
-    def thinking(self) -> str:
-        return self.output[self.thinking_start :].split(_CLOSE, 1)[0]
-
-
-def load_traces(path: str | Path) -> list[RecordedTrace]:
-    return read_models(path, RecordedTrace)
-
-
-class InterruptedRun(DataError):
-    """An engine trace of a run stopped by Ctrl-C: its reasoning ends where the user stopped it, so
-    replaying it would score a cut-off run. Replay skips it and says why."""
-
-
-def from_engine_trace(records: Iterable[BaseModel], questions: dict[str, Question], source: str) -> RecordedTrace:
-    """One of our own run traces as a recorded trace; answerability and gold come from the dataset
-    item with the same question text. Best replayed from vanilla or remind-only runs, which are not
-    cut short by a takeover."""
-    records = list(records)
-    start = next((r for r in records if isinstance(r, RunStart)), None)
-    end = next((r for r in records if isinstance(r, RunEnd)), None)
-    if start is None or end is None:
-        raise DataError(f"{source}: not a finished run trace (needs run_start and run_end)")
-    if end.stop == "interrupted":
-        raise InterruptedRun(f"{source}: the run was interrupted (stop=interrupted), so its reasoning is incomplete")
-    q = questions.get(start.question.strip())
-    if q is None:
-        raise DataError(f"{source}: its question is in none of the --questions files")
-    closed = end.stop != "limit"
-    return RecordedTrace(
-        dataset=q.source or "engine",
-        model=start.s2_model,
-        question_id=q.id,
-        answerable=q.answerable,
-        prompt=q.question,
-        output=_OPEN + end.thinking + (_CLOSE + end.answer if closed else ""),
-        ground_truth=q.answer,
-    )
 
 
 # ---- controller and outcome (pure) ----------------------------------------------------------------------
@@ -183,7 +102,7 @@ def scan(
         except Exception:  # noqa: BLE001 - as in the live loop, S1 trouble is a missing scan
             p = None
         probs.append(p)
-    answer = after_thinking(trace.output)
+    answer = trace.answer
     abstained, correct = judge(answer, trace.gold) if answer is not None else (False, False)
     total = len(vocab.tokenize(trace.output[trace.thinking_start :]))
     return ScannedTrace(
@@ -221,14 +140,6 @@ def calibration_ids(ids: Iterable[str], share: float, seed: int, reserved: froze
         return int.from_bytes(digest[:8], "big") / 2**64
 
     return {q for q in ids if draw(q) < share and q not in reserved}
-
-
-def reserved_questions(root: Path) -> frozenset[str]:
-    """The questions the S1 gold splits draw from (empty when the data directory has no list)."""
-    path = root / "s1_labels" / "reserved_questions.txt"
-    if not path.is_file():
-        return frozenset()
-    return frozenset(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def group_key(trace: ScannedTrace | RecordedTrace) -> tuple[str, str]:

@@ -13,7 +13,7 @@ from soma_local.cli.args import (
 from soma_local.cli.results import jsonable, progress, write_json
 from soma_local.cli.tune import use_adapters
 from soma_local.data_dir import data_dir, shareable_path
-from soma_local.errors import DataError, SomaError
+from soma_local.errors import SomaError
 
 
 def cmd_replay(args) -> int:
@@ -24,10 +24,10 @@ def cmd_replay(args) -> int:
     from soma_local.s2.models import GgufVocab, resolve_gguf
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.calibration.runs import load_questions
-    from soma_local.calibration.replay import (
-        InterruptedRun, calibration_ids, from_engine_trace, group_key, grouped,
-        load_traces, replay_item, reserved_questions, sample, scan,
+    from soma_local.calibration.recorded import (
+        InterruptedRun, from_engine_trace, load_traces, reserved_questions, trace_files,
     )
+    from soma_local.calibration.replay import calibration_ids, group_key, grouped, replay_item, sample, scan
     from soma_local.engine.trace import read_trace
     from soma_local.calibration.report import (
         PAPER_UNANSWERABLE, PAPER_UNANSWERABLE_STATEMENT, TABLE_KEY, effects_table, h_label, replay_plot, table,
@@ -38,9 +38,7 @@ def cmd_replay(args) -> int:
     from soma_local.calibration.scoring import is_abstention
 
     (monitor,) = resolve_monitors([args.monitor])
-    files = args.traces or ([] if args.engine_traces else sorted((data_dir() / "traces").glob("*.jsonl")))
-    if not files and not args.engine_traces:
-        raise DataError(f"no trace files under {data_dir() / 'traces'} (pass --traces FILE or set SOMA_DATA_DIR)")
+    files = args.traces or ([] if args.engine_traces else trace_files(data_dir()))
     traces = [t for f in files for t in sample(load_traces(f), args.limit, args.seed)]
     if args.engine_traces:
         questions = {q.question.strip(): q for f in args.questions or [] for q in load_questions(f)}
