@@ -24,10 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soma_local.calibration.runs import load_questions  # noqa: E402
+from soma_local.calibration.runs import load_questions, sample  # noqa: E402
 from soma_local.data_dir import data_dir  # noqa: E402
 from soma_local.engine.monitors import resolve_monitors  # noqa: E402
-from soma_local.calibration.replay import sample  # noqa: E402
 from soma_local.s1.cache import CachedS1, ScoreCache  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.cli.args import add_s2_arguments, s2_options  # noqa: E402

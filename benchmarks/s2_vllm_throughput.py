@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from soma_local.bench.datasets import get_benchmark, load_items, sample  # noqa: E402
+from soma_local.bench.datasets import get_benchmark, load_items  # noqa: E402
+from soma_local.calibration.runs import sample  # noqa: E402
 from soma_local.s2.models import hf_folder  # noqa: E402
 from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.batched import BatchedS1  # noqa: E402

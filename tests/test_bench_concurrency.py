@@ -141,7 +141,8 @@ def test_a_killed_concurrent_run_resumes_with_nothing_lost_or_twice(vllm_url, da
     import time
     from pathlib import Path
 
-    from soma_local.bench.datasets import get_benchmark, load_items, sample
+    from soma_local.bench.datasets import get_benchmark, load_items
+    from soma_local.calibration.runs import sample
 
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "-m", "soma_local.cli.main", "bench", "run", "--method", "vanilla", "--benchmark", "gsm8k",

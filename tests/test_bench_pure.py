@@ -6,7 +6,8 @@ import math
 import pytest
 
 from soma_local.bench import score
-from soma_local.bench.datasets import get_benchmark, load_items, sample
+from soma_local.bench.datasets import get_benchmark, load_items
+from soma_local.calibration.runs import sample
 from soma_local.bench.methods.base import Outcome
 from soma_local.bench.methods.ses import ConformalRate, RenewalStats, arrivals, critical_z, words
 from soma_local.bench.results import ResultFile, ResultLine, read_results

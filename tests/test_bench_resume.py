@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from soma_local.bench.datasets import get_benchmark, load_items, sample
+from soma_local.bench.datasets import get_benchmark, load_items
+from soma_local.calibration.runs import sample
 from soma_local.bench.results import read_results
 
 ROOT = Path(__file__).resolve().parents[1]

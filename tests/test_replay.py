@@ -9,7 +9,7 @@ from soma_local.calibration.replay import (
     ScannedTrace,
     calibration_ids,
     replay_item,
-    sample,
+    sample_traces,
     takeover_pause,
 )
 from soma_local.s1.base import S1Query
@@ -62,8 +62,8 @@ def test_score_cache_survives_a_reload_and_is_keyed_by_s1(tmp_path):
 
 def test_sampling_is_seeded_and_keeps_file_order():
     items = list(range(50))
-    a, b = sample(items, 5, seed=1), sample(items, 5, seed=1)
-    assert a == b == sorted(a) and len(a) == 5 and sample(items, None, 1) == items
+    a, b = sample_traces(items, 5, seed=1), sample_traces(items, 5, seed=1)
+    assert a == b == sorted(a) and len(a) == 5 and sample_traces(items, None, 1) == items
 
 
 def test_calibration_share_is_a_stable_per_question_draw():

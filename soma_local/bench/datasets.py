@@ -11,9 +11,7 @@ published in plain text): a user passes their own copy with ``SOMA_GPQA_FILE``.
 from __future__ import annotations
 
 import os
-import random
 from functools import cache
-from itertools import zip_longest
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -99,22 +97,3 @@ def load_items(bench: Benchmark, root: Path | None = None) -> list[Question]:
     if len(set(ids)) != len(ids):
         raise DataError(f"{path}: item ids are not unique")
     return items
-
-
-def sample(items: list[Question], limit: int | None, seed: int = 0) -> list[Question]:
-    """A seeded subset of ``limit`` items, in file order within each label. Sets with both answerable and unanswerable
-    items are sampled per label, half each, so a small run still measures Abs and FA. Samples nest:
-    the items of a smaller limit are among those of a larger one (a run can be grown and resumed)."""
-    if limit is None or limit >= len(items):
-        return list(items)
-    groups = [[i for i in items if i.answerable], [i for i in items if not i.answerable]]
-    groups = [g for g in groups if g]
-    quotas = [limit // len(groups) + (k < limit % len(groups)) for k in range(len(groups))]
-    picked = []
-    for group, quota in zip(groups, quotas):
-        order = list(group)
-        random.Random(seed).shuffle(order)  # a shuffled prefix, so a larger --limit extends a smaller one's sample
-        chosen = {i.id for i in order[:quota]}
-        picked.append([i for i in group if i.id in chosen])
-    # Labels alternate, so a run stopped part-way has both answerable and unanswerable questions.
-    return [i for rank in zip_longest(*picked) for i in rank if i is not None]

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Iterable
 
 
-from soma_local.bench.datasets import Benchmark, get_benchmark, load_items, sample
-from soma_local.calibration.runs import Question
+from soma_local.bench.datasets import Benchmark, get_benchmark, load_items
+from soma_local.calibration.runs import Question, sample
 from soma_local.bench.methods import make_method
 from soma_local.bench.methods.base import Engine, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 from typing import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
@@ -119,10 +120,11 @@ def scan(
     )
 
 
-def sample(traces: Sequence[RecordedTrace], limit: int | None, seed: int) -> list[RecordedTrace]:
-    """A seeded subset (the LLM-readout S1 is too slow for whole files on a CPU), in file order."""
-    import random
-
+def sample_traces(traces: Sequence[RecordedTrace], limit: int | None, seed: int) -> list[RecordedTrace]:
+    """A seeded subset of one trace file, in file order (the LLM-readout S1 is too slow for whole files
+    on a CPU). Questions for ``soma calibrate`` and ``soma bench`` are drawn by ``calibration.runs.sample``;
+    this draw stays as it was so the committed ``--limit`` replay table (``replay_umwp_readout_s1``)
+    reproduces."""
     if limit is None or limit >= len(traces):
         return list(traces)
     keep = sorted(random.Random(seed).sample(range(len(traces)), limit))

@@ -8,7 +8,9 @@ interrupted calibration resumes where it stopped.
 from __future__ import annotations
 
 import queue
+import random
 from concurrent.futures import ThreadPoolExecutor
+from itertools import zip_longest
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -45,6 +47,28 @@ class Question(BaseModel):
 
 def load_questions(path: str | Path) -> list[Question]:
     return read_models(path, Question)
+
+
+def sample(items: Sequence[Question], limit: int | None, seed: int = 0) -> list[Question]:
+    """The seeded ``limit`` questions of a set that ``soma calibrate`` and ``soma bench`` both run, so
+    the same ``--limit`` and ``--seed`` give the same questions in each.
+
+    A set with answerable and unanswerable questions is drawn per label, half each, so a small run
+    still measures abstention and false abstention. Draws nest: a larger limit extends a smaller one's
+    questions (a run can be grown and resumed). Within a label the questions keep file order, and the
+    labels alternate, so a run stopped part-way has both.
+    """
+    if limit is None or limit >= len(items):
+        return list(items)
+    groups = [[i for i, q in enumerate(items) if q.answerable], [i for i, q in enumerate(items) if not q.answerable]]
+    groups = [g for g in groups if g]
+    quotas = [limit // len(groups) + (k < limit % len(groups)) for k in range(len(groups))]
+    picked = []
+    for group, quota in zip(groups, quotas):
+        order = list(group)
+        random.Random(seed).shuffle(order)  # a shuffled prefix, so a larger limit extends a smaller one's draw
+        picked.append(sorted(order[:quota]))
+    return [items[i] for rank in zip_longest(*picked) for i in rank if i is not None]
 
 
 def trace_file(out_dir: Path, question: Question) -> Path:

@@ -20,10 +20,9 @@ def cmd_calibrate(args) -> int:
     from soma_local.calibration.thresholds import (
         MIN_CALIBRATION_QUESTIONS, CalibrationEntry, calibration_path, choose_threshold, save_entry,
     )
-    from soma_local.calibration.runs import grid_results, load_questions, run_readouts
+    from soma_local.calibration.runs import grid_results, load_questions, run_readouts, sample
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.calibration.readout import ReadoutRun
-    from soma_local.calibration.replay import sample
     from soma_local.calibration.report import TABLE_KEY, effects_table, h_label, pareto_plot, table
     from soma_local.s1.batched import BatchedS1
     from soma_local.s1.factory import load_s1

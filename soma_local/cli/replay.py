@@ -27,7 +27,7 @@ def cmd_replay(args) -> int:
     from soma_local.calibration.recorded import (
         InterruptedRun, from_engine_trace, load_traces, reserved_questions, trace_files,
     )
-    from soma_local.calibration.replay import calibration_ids, group_key, grouped, replay_item, sample, scan
+    from soma_local.calibration.replay import calibration_ids, group_key, grouped, replay_item, sample_traces, scan
     from soma_local.engine.trace import read_trace
     from soma_local.calibration.report import (
         PAPER_UNANSWERABLE, PAPER_UNANSWERABLE_STATEMENT, TABLE_KEY, effects_table, h_label, replay_plot, table,
@@ -39,7 +39,7 @@ def cmd_replay(args) -> int:
 
     (monitor,) = resolve_monitors([args.monitor])
     files = args.traces or ([] if args.engine_traces else trace_files(data_dir()))
-    traces = [t for f in files for t in sample(load_traces(f), args.limit, args.seed)]
+    traces = [t for f in files for t in sample_traces(load_traces(f), args.limit, args.seed)]
     if args.engine_traces:
         questions = {q.question.strip(): q for f in args.questions or [] for q in load_questions(f)}
         for f in args.engine_traces:
