@@ -46,7 +46,7 @@ from soma_local.calibration.replay import ScannedTrace, replay_item  # noqa: E40
 from soma_local.calibration.report import pct  # noqa: E402
 from soma_local.engine.pauses import PauseRule, pause_cuts  # noqa: E402
 from soma_local.s1.temperature import auroc  # noqa: E402
-from training.reader_labels import agreement, read_labels  # noqa: E402
+from training.reader_labels import StateLabel, agreement, read_labels  # noqa: E402
 from training.reader_set import render_state, short_model, trace_key, write_jsonl  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                              args.tokenizer, args.prefix)
     rows = [json.loads(line) for line in args.labels.read_text(encoding="utf-8").splitlines() if line.strip()]
     labels = [r for r in rows if r["pass"] == 1]  # one reader per state; pass 2 only measures the reader
-    doubles = agreement(read_labels(args.labels)).get("all")
+    doubles = agreement(read_labels(StateLabel, args.labels)).get("all")
     if doubles:
         print(f"reader vs reader on {doubles['n']} doubly labelled states: AUROC {doubles['auroc_second_vs_first']:.3f}, "
               f"binary agreement {doubles['binary_agreement']:.1%}, kappa {doubles['cohen_kappa']:.3f}")

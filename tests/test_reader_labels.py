@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from training.reader_labels import LABELS, REFS, agreement, merge, read_labels
+from training.paths import READER_LABELS as LABELS, READER_STATES as REFS
+from training.reader_labels import StateLabel, agreement, merge, read_labels
 from soma_local.calibration.recorded import load_all, reserved_questions
 from training.reader_set import StateRef, limit_h, read_refs, render_state, trace_key, training_half
 
@@ -50,7 +51,7 @@ def test_no_reserved_question_reaches_the_reader_set_or_training(data_dir, trace
         assert ref.question_id not in reserved, ref.sid
         assert ref.question_id in half, ref.sid
     if LABELS.is_file():
-        for row in read_labels(LABELS):
+        for row in read_labels(StateLabel, LABELS):
             assert row.question_id not in reserved and row.question_id in half, row.sid
 
 
@@ -64,10 +65,10 @@ def test_merge_marks_second_readers_and_agreement_counts_them(tmp_path):
                                                         for s, p in [("r1", 0.8), ("r2", 0.2), ("r3", 0.65)]))
     (tmp_path / "D001.L3.jsonl").write_text("\n".join(json.dumps({"sid": s, "p": p, "why": "y"})
                                                         for s, p in [("r1", 0.95), ("r2", 0.35)]))
-    rows = merge(tmp_path, refs, [])
+    rows = merge([tmp_path], [], StateLabel, StateLabel.judged_fields(refs))
     assert [(r.sid, r.reader, r.pass_) for r in rows] == [("r1", "L1", 1), ("r2", "L1", 1), ("r3", "L1", 1),
                                                           ("r1", "L3", 2), ("r2", "L3", 2)]
-    assert merge(tmp_path, refs, rows) == rows  # merging again adds nothing
+    assert merge([tmp_path], rows, StateLabel, StateLabel.judged_fields(refs)) == rows  # merging again adds nothing
     stats = agreement(rows)["all"]
     assert stats["n"] == 2 and stats["binary_agreement"] == 1.0 and stats["auroc_second_vs_first"] == 1.0
 

@@ -8,8 +8,7 @@ import pytest
 from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.engine.monitors import resolve_monitors
 from training.bank_batches import Texts, read_states
-from training.bank_labels import read_labels
-from training.reader_labels import SCALE
+from training.reader_labels import SCALE, BankLabel, read_labels
 from training.reader_set import training_half
 from training.statement_bank import bank_split, family_of, load_bank
 
@@ -44,7 +43,7 @@ def test_bank_states_never_come_from_a_reserved_question_and_only_eval_ones_from
 def test_held_out_families_are_labelled_on_test_and_eval_states_only(bank):
     held = {f.id for f in bank.held_out}
     states = {s.sid: s for s in read_states()}
-    labels = read_labels()
+    labels = read_labels(BankLabel)
     assert len({(r.sid, r.key) for r in labels}) >= 10_000
     for r in labels:
         assert r.p in SCALE

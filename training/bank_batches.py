@@ -33,14 +33,12 @@ from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
 from soma_local.s2.models import GgufVocab, resolve_gguf
+from training.paths import BANK_BATCHES, BANK_STATES, S2_RUNS, shown
 from training.reader_set import gold_state, render_state, short_model, trace_key, training_half, write_jsonl
 from training.s2_runs import S2Run, read_runs
 from training.statement_bank import Bank, Split, bank_split, load_bank
 from training.states import scan_cuts
 
-HERE = Path(__file__).resolve().parent
-REFS = HERE / "data" / "bank_states.jsonl"
-BATCHES = HERE / "runs" / "bank_batches"
 
 
 class BankState(BaseModel):
@@ -60,7 +58,7 @@ class BankState(BaseModel):
     statements: dict[str, str]
 
 
-def read_states(path: Path = REFS) -> list[BankState]:
+def read_states(path: Path = BANK_STATES) -> list[BankState]:
     if not path.is_file():
         return []
     return [BankState.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -83,7 +81,7 @@ class Texts:
             return render_state(trace, ref.cut_char)
         run = self.runs.get(ref.run_id or "")
         if run is None:
-            raise DataError(f"{ref.sid}: no run {ref.run_id} in training/data/s2_runs.jsonl")
+            raise DataError(f"{ref.sid}: no run {ref.run_id} in {shown(S2_RUNS)}")
         return gold_state(self.questions[run.question_id], run.thinking[: ref.cut_char])
 
 
@@ -196,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         raise DataError(f"--families: not trained families of the bank: {', '.join(sorted(only - {f.id for f in bank.trained}))}")
     existing = read_states()
     if any(s.sid.startswith(prefix) for s in existing):
-        raise DataError(f"{REFS} already has states {prefix}*; choose another --prefix, or delete them to draw again")
+        raise DataError(f"{shown(BANK_STATES)} already has states {prefix}*; choose another --prefix, or delete them to draw again")
     rng = random.Random(f"{args.seed}:{args.source}" + (f":{prefix}" if args.prefix else ""))
     if args.source == "runs":
         taken = {(s.run_id, s.cut_char) for s in existing if s.source == "run"}
@@ -208,25 +206,25 @@ def main(argv: list[str] | None = None) -> int:
     states = [BankState(sid=f"{prefix}{i:05d}", statements=choose_statements(bank, d["split"], rng, args.per_state,
                                                                                args.negation_share, only), **d)
               for i, d in enumerate(drawn)]
-    write_jsonl(REFS, (s.model_dump(exclude_none=True) for s in [*existing, *states]))
+    write_jsonl(BANK_STATES, (s.model_dump(exclude_none=True) for s in [*existing, *states]))
     texts = Texts()
 
     def row(s: BankState) -> dict:
         return {"sid": s.sid, "state": texts.state(s),
                 "statements": {k: bank.statement(v) for k, v in s.statements.items()}}
 
-    BATCHES.mkdir(parents=True, exist_ok=True)
+    BANK_BATCHES.mkdir(parents=True, exist_ok=True)
     letter = prefix.upper()
     batches = [states[i : i + args.batch_size] for i in range(0, len(states), args.batch_size)]
     for n, batch in enumerate(batches, 1):
-        write_jsonl(BATCHES / f"{letter}{n:03d}.jsonl", (row(s) for s in batch))
+        write_jsonl(BANK_BATCHES / f"{letter}{n:03d}.jsonl", (row(s) for s in batch))
     doubles = random.Random(f"{args.seed}:double").sample(states, min(args.double, len(states)))
     for n in range(0, len(doubles), args.batch_size):
-        write_jsonl(BATCHES / f"D{letter}{n // args.batch_size + 1:03d}.jsonl",
+        write_jsonl(BANK_BATCHES / f"D{letter}{n // args.batch_size + 1:03d}.jsonl",
                     (row(s) for s in doubles[n : n + args.batch_size]))
     pairs = sum(len(s.statements) for s in states)
-    print(f"{len(states)} states, {pairs} (state, statement) pairs -> {REFS.relative_to(HERE.parent)}; "
-          f"{len(batches)} batches {letter}* and doubles D{letter}* in {BATCHES.relative_to(HERE.parent)}")
+    print(f"{len(states)} states, {pairs} (state, statement) pairs -> {shown(BANK_STATES)}; "
+          f"{len(batches)} batches {letter}* and doubles D{letter}* in {shown(BANK_BATCHES)}")
     return 0
 
 

@@ -27,8 +27,7 @@ from soma_local.engine.monitors import resolve_monitors
 from soma_local.errors import DataError
 from soma_local.s1.state import parse_state
 from training.bank_batches import Texts, read_states
-from training.bank_labels import read_labels as read_bank_labels
-from training.reader_labels import examples as reader_examples, read_labels as read_reader_labels
+from training.reader_labels import BankLabel, StateLabel, examples as reader_examples, read_labels
 from training.statement_bank import Bank, Split, bank_split, family_of, is_negation
 
 PAPER_MONITORS = ("overthinking", "unanswerable")
@@ -54,7 +53,7 @@ class Pair:
 
 def bank_pairs(bank: Bank, texts: Texts | None = None) -> list[Pair]:
     labels: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for row in read_bank_labels():
+    for row in read_labels(BankLabel):
         labels[(row.sid, row.key)].append(row.p)
     states = {s.sid: s for s in read_states()}
     texts = texts or Texts()
@@ -77,7 +76,7 @@ def paper_pairs(root: Path | None = None) -> list[Pair]:
     statements = {m.name: m.statement for m in resolve_monitors(list(PAPER_MONITORS))}
     return [Pair(e.key, e.question_id, bank_split(e.question_id), "paper", f"paper_{e.monitor}", e.monitor,
                  statements[e.monitor], e.task, e.reasoning, e.label)
-            for e in reader_examples(read_reader_labels(), root) if e.monitor in statements]
+            for e in reader_examples(read_labels(StateLabel), root) if e.monitor in statements]
 
 
 def all_pairs(bank: Bank, root: Path | None = None) -> list[Pair]:

@@ -42,11 +42,11 @@ from training.card import model_card
 from training.cue_heads import fit_cue_head
 from training.examples import Example, read_labelled, split_by_question
 from training.fit import FitSettings, fine_tune
-from training.reader_labels import LABELS, examples as reader_examples, read_labels
+from training.paths import READER_LABELS, REPO, RUNS, gold_dev
+from training.reader_labels import StateLabel, examples as reader_examples, read_labels
 from training.reader_set import training_half
 from training.train import report
 
-RUNS_DIR = Path(__file__).resolve().parent / "runs"
 
 
 def pairs_of(encoder: PairEncoder, examples: Sequence[Example], statements: dict[str, str]) -> list[tuple[str, str]]:
@@ -89,7 +89,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--name", default="minilm-reader", help="folder name under s1_models/")
     ap.add_argument("--backbone", default="all-minilm-l6-v2", help="embedded backbone name or local HF folder")
     ap.add_argument("--max-length", type=int, default=512, help="input limit in backbone tokens")
-    ap.add_argument("--labels", type=Path, default=LABELS, help="reader label file (references)")
+    ap.add_argument("--labels", type=Path, default=READER_LABELS, help="reader label file (references)")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N labelled states (0 = all; for a quick check)")
     ap.add_argument("--held-out", type=float, default=0.2, help="share of the labelled questions held out (fits T)")
     ap.add_argument("--epochs", type=int, default=2)
@@ -147,12 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     root = data_dir()
     statements = {m.name: m.statement for m in resolve_monitors(["overthinking", "unanswerable"])}
-    rows = read_labels(args.labels)
+    rows = read_labels(StateLabel, args.labels)
     examples = [e for e in reader_examples(rows, root) if e.monitor in statements]
     if args.limit:
         examples = examples[: args.limit]
     train_ex, held_ex = split_by_question(examples, args.held_out, args.seed)
-    gold_path = root / "s1_labels" / "gold_dev.jsonl"
+    gold_path = gold_dev(root)
     gold = [e for e in read_labelled(gold_path) if e.monitor in statements] if gold_path.is_file() else []
     print(f"examples: {len(train_ex)} train, {len(held_ex)} held-out (reader labels), {len(gold)} gold (measured only)")
 
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         head.load_state_dict(head_weights)
         print(f"encoder and head from {args.encoder_from}: not trained again")
     else:
-        work = RUNS_DIR / args.name
+        work = RUNS / args.name
         work.mkdir(parents=True, exist_ok=True)
         tag = f"{len(train_ex)}x{args.epochs}ep-len{encoder.max_length}-bs{args.batch_size}-lr{args.lr}-bf{int(encoder.bf16)}-seed{args.seed}"
         pairs = pairs_of(encoder, train_ex, statements)
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                            temperature=temperature, statements=statements, encoder_weights=ENCODER_WEIGHTS_FILE,
                            state_limit=args.state_limit if cue_heads else None, cue_heads=cue_heads)
     data = {"train": len(train_ex), "held_out": len(held_ex), "gold": len(gold), "teacher": "reader",
-            "labels": str(args.labels.relative_to(Path(__file__).resolve().parents[1])) if args.labels.is_absolute() else str(args.labels),
+            "labels": str(args.labels.relative_to(REPO)) if args.labels.is_absolute() else str(args.labels),
             "traces": ["DATA/traces"],
             "drawn": "the seeded draw of `training/reader_batches.py` (overthinking: answerable traces, later cuts "
                      "weighted up; unanswerable: half from unanswerable, half from answerable questions)",

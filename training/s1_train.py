@@ -47,10 +47,9 @@ from training.card import statement_card
 from training.cue_heads import fit_cue_head
 from training.examples import Example, read_labelled
 from training.fit import FitSettings, fine_tune
+from training.paths import REPO, RUNS, gold_dev
 from training.statement_bank import Bank, load_bank
 
-RUNS_DIR = Path(__file__).resolve().parent / "runs"
-REPO = Path(__file__).resolve().parents[1]
 
 
 class StateTokens:
@@ -327,7 +326,7 @@ def train(encoder: PairEncoder, head: ScoreHead, pairs: Sequence[Pair], train_pa
         print(f"speed test: {speed.seconds_per_pair:.3f} s/pair ({speed.pairs} pairs, reading {args.reading}, "
               f"length {plan[0][0]}, embeddings {'frozen' if args.freeze_embeddings else 'trained'})")
         return None
-    work = RUNS_DIR / args.name
+    work = RUNS / args.name
     work.mkdir(parents=True, exist_ok=True)
     speed = fine_tune(encoder, head, plan, batch, settings, work / checkpoint_name(args, len(train_pairs)))
     print(f"trained: {speed.pairs} pairs in {speed.seconds / 60:.1f} min, {speed.seconds_per_pair:.3f} s/pair", flush=True)
@@ -371,7 +370,7 @@ def gold_pairs() -> list[Pair]:
     """``gold_dev`` states of the paper monitors, as pairs (measured only)."""
     from soma_local.engine.monitors import resolve_monitors
 
-    path = data_dir() / "s1_labels" / "gold_dev.jsonl"
+    path = gold_dev(data_dir())
     if not path.is_file():
         return []
     statements = {m.name: m.statement for m in resolve_monitors(list(PAPER_MONITORS))}

@@ -24,9 +24,9 @@ from soma_local.data_dir import data_dir
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.build import S2Options, build_s2
+from training.paths import S2_RUNS
 from training.reader_set import training_half
 
-RUNS = Path(__file__).resolve().parent / "data" / "s2_runs.jsonl"
 
 
 class S2Run(BaseModel):
@@ -46,7 +46,7 @@ class S2Run(BaseModel):
     thinking: str
 
 
-def read_runs(path: Path = RUNS) -> list[S2Run]:
+def read_runs(path: Path = S2_RUNS) -> list[S2Run]:
     if not path.is_file():
         return []
     return [S2Run.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         row = S2Run(run_id=run_id, s2_model=args.s2_model, dataset=trace.dataset, question_id=qid,
                     answerable=trace.answerable, seed=args.seed + i, max_tokens=args.max_tokens,
                     stop=result.stop, thinking_tokens=result.end.tokens.thinking, thinking=result.thinking)
-        RUNS.parent.mkdir(parents=True, exist_ok=True)
-        with RUNS.open("a", encoding="utf-8") as fh:
+        S2_RUNS.parent.mkdir(parents=True, exist_ok=True)
+        with S2_RUNS.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row.model_dump(), ensure_ascii=False) + "\n")
         made += 1
         print(f"{made}/{args.runs} {run_id}: {row.thinking_tokens} thinking tokens, stop {row.stop}", flush=True)

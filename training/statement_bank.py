@@ -22,8 +22,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from soma_local.errors import DataError
+from training.paths import STATEMENT_BANK
 
-BANK = Path(__file__).resolve().parent / "data" / "statement_bank.toml"
 SPLIT_SEED = "soma-statement-bank-v1"
 # "eval": a question of the other half (replay's), labelled for measuring only: no model was trained,
 # fitted or chosen on any state of it, the shipped S1's predecessors included.
@@ -71,7 +71,7 @@ class Bank(BaseModel):
         return [f for f in self.family if f.held_out]
 
 
-def load_bank(path: Path = BANK) -> Bank:
+def load_bank(path: Path = STATEMENT_BANK) -> Bank:
     try:
         return Bank.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
     except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:

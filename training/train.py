@@ -35,9 +35,9 @@ from soma_local.s1.temperature import evaluate, fit_temperature, nll, scaled_pro
 from training.card import model_card
 from training.examples import (Example, gold_question_ids, label_with_rules, label_with_s1, read_labelled,
                                sample_cuts, split_by_question)
+from training.paths import RUNS, gold_dev, gold_labels
 from training.states import trace_cuts
 
-RUNS_DIR = Path(__file__).resolve().parent / "runs"
 CHUNK = 32
 
 
@@ -158,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     np.random.seed(args.seed)
     monitors = resolve_monitors(args.monitors)
     statements = {m.name: m.statement for m in monitors}
-    work = RUNS_DIR / args.name
+    work = RUNS / args.name
     work.mkdir(parents=True, exist_ok=True)
-    gold_dir = data_dir() / "s1_labels"
+    gold_dir = gold_labels(data_dir())
     exclude = gold_question_ids(gold_dir) if gold_dir.is_dir() else set()
     examples = build_examples(args, monitors, exclude)
     train, held = split_by_question(examples, args.held_out, args.seed)
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         write_trained_questions(folder, {e.question_id for e in train})
         print(f"wrote {folder}: {len(train)} training states over {len({e.question_id for e in train})} questions")
         return 0
-    gold = [e for e in read_labelled(gold_dir / "gold_dev.jsonl") if e.monitor in statements] if (gold_dir / "gold_dev.jsonl").is_file() else []
+    gold = [e for e in read_labelled(gold_dev(data_dir())) if e.monitor in statements] if gold_dev(data_dir()).is_file() else []
     print(f"examples: {len(train)} train, {len(held)} held-out, {len(gold)} gold (gold questions excluded: {len(exclude)})")
 
     encoder = PairEncoder(resolve_backbone(args.backbone), args.max_length, args.device)
