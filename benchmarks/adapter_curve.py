@@ -2,7 +2,7 @@
 
 For bank families held out of every S1's training (no S1 here was trained, fitted or chosen on them),
 an adapter is fitted on N reader labels of the training half (the family's statement in its first
-wording; its other wordings and flipped negations count as labels of it, ``training/adapter_labels.py``)
+wording; its other wordings and flipped negations count as labels of it, ``training/labels/adapters.py``)
 and measured on every label of the eval half (questions no S1 and no adapter saw), against the S1 alone.
 Each N is drawn ``--repeats`` times (seeded); figures are the mean and the spread.
 
@@ -24,9 +24,9 @@ from soma_local.s1.adapter import adapter_inputs
 from soma_local.s1.cache import CachedS1, ScoreCache
 from soma_local.s1.factory import load_s1
 from soma_local.s1.temperature import auroc
-from training.adapter_labels import family_pairs, label_rows
-from training.bank_pairs import all_pairs
-from training.statement_bank import load_bank
+from training.bank.statement_bank import load_bank
+from training.labels.adapters import family_pairs, label_rows
+from training.labels.pairs import all_pairs
 
 FAMILIES = ("guessing", "self_contradiction", "case_enumeration")
 

@@ -17,7 +17,7 @@ same pauses and the same controller as S1, so the gap between the two tables is 
 what the reader's table lacks is the monitor statement's (or the controller's) to answer for.
 
 ``batches`` writes what a reader labels: every pause of those traces, formatted as gold formats a state
-(``training.reader_set.render_state``), in files of 100 holding only sid, monitor and state, plus a
+(``training.states.reader_set.render_state``), in files of 100 holding only sid, monitor and state, plus a
 reference file (dataset, model, question_id, half, pause, cut_char) to join the labels back. These
 questions are replay's, never the S1's training half: the labels measure, they must never train.
 """
@@ -46,8 +46,8 @@ from soma_local.calibration.replay import ScannedTrace, replay_item  # noqa: E40
 from soma_local.calibration.report import pct  # noqa: E402
 from soma_local.engine.pauses import PauseRule, pause_cuts  # noqa: E402
 from soma_local.s1.temperature import auroc  # noqa: E402
-from training.reader_labels import StateLabel, agreement, read_labels  # noqa: E402
-from training.reader_set import render_state, short_model, trace_key, write_jsonl  # noqa: E402
+from training.labels.readers import StateLabel, agreement, read_labels  # noqa: E402
+from training.states.reader_set import render_state, short_model, trace_key, write_jsonl  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "replay_reader_labels.jsonl"

@@ -29,7 +29,7 @@ from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s1.temperature import auroc, evaluate  # noqa: E402
-from training.examples import Example, read_labelled  # noqa: E402
+from training.labels.examples import Example, read_labelled  # noqa: E402
 from soma_local.s1.cues import ATTEMPT, DOUBT, RECHECK  # noqa: E402
 
 KEYWORDS = "keywords"

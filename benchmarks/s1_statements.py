@@ -6,7 +6,7 @@ pairs, per family, with negation agreement and whether p leaves the middle.
 `eval` states come from the half of the questions no S1 was trained on (replay's half); `test` from the
 training half's test questions. Held-out families (`held_out = true` in the bank) were never trained on,
 fitted or chosen on by the bank's trainer. Every pair is scored through the S1 interface, as a run would
-score it. Figures: `training/bank_eval.py`.
+score it. Figures: `training/bank/evaluate.py`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 
 from soma_local.s1.factory import load_s1
-from training import bank_eval
-from training.bank_pairs import all_pairs
-from training.s1_train import limit_states
-from training.statement_bank import load_bank
+from training.bank import evaluate as bank_eval
+from training.bank.statement_bank import load_bank
+from training.labels.pairs import all_pairs
+from training.s1.statement_reader import limit_states
 
 
 def main() -> int:

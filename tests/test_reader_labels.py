@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
+from training.labels.readers import StateLabel, agreement, merge, read_labels
 from training.paths import READER_LABELS as LABELS, READER_STATES as REFS
-from training.reader_labels import StateLabel, agreement, merge, read_labels
 from soma_local.calibration.recorded import load_all, reserved_questions
-from training.reader_set import StateRef, limit_h, read_refs, render_state, trace_key, training_half
+from training.states.reader_set import StateRef, limit_h, read_refs, render_state, trace_key, training_half
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ import pytest
 
 from soma_local.s1.classifier import SharedStateEncoder
 from soma_local.s1.models import resolve_backbone
-from training import bank_eval
-from training.bank_pairs import Pair, reworded, trainable
-from training.s1_train import StateTokens, plan_epochs
-from training.statement_bank import load_bank
+from training.bank import evaluate as bank_eval
+from training.bank.statement_bank import load_bank
+from training.labels.pairs import Pair, reworded, trainable
+from training.s1.statement_reader import StateTokens, plan_epochs
 
 
 @pytest.fixture(scope="module")

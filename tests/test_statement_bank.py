@@ -7,10 +7,10 @@ import pytest
 
 from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.engine.monitors import resolve_monitors
-from training.bank_batches import Texts, read_states
-from training.reader_labels import SCALE, BankLabel, read_labels
-from training.reader_set import training_half
-from training.statement_bank import bank_split, family_of, load_bank
+from training.bank.statement_bank import bank_split, family_of, load_bank
+from training.labels.readers import SCALE, BankLabel, read_labels
+from training.states.bank_batches import Texts, read_states
+from training.states.reader_set import training_half
 
 
 @pytest.fixture(scope="module")

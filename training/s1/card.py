@@ -6,7 +6,7 @@ from soma_local.s1.models import S1ModelConfig
 
 LABEL_SOURCES = {
     "rules": (
-        "Rule labels over each trace's structure (`training/labels.py`), no model and no human: "
+        "Rule labels over each trace's structure (`training/labels/rules.py`), no model and no human: "
         "overthinking = the trace's final answer has appeared twice in the thinking so far (reached and "
         "restated) and a re-check phrase follows (0.9; restated without re-check 0.65; seen once 0.3; not "
         "yet 0.05); unanswerable = a doubt about missing or contradictory information has been voiced "
@@ -17,8 +17,8 @@ LABEL_SOURCES = {
         "Reader labels (`training/data/reader_labels.jsonl`, references only): a strong general LLM reader "
         "followed `s1_labels/LABELLING.md`, the rubric gold was made with, word for word, one reader per "
         "state, reading each state whole and seeing no other label; p on the rubric's 7-point scale. "
-        "States were drawn by `python -m training.reader_batches` from the training half of the questions "
-        "(`training/reader_set.py`), never from a reserved question."
+        "States were drawn by `python -m training.states.reader_batches` from the training half of the questions "
+        "(`training/states/reader_set.py`), never from a reserved question."
     ),
 }
 
@@ -46,7 +46,7 @@ def model_card(name: str, config: S1ModelConfig, metrics: dict, data: dict) -> s
     ships = (f"The fine-tuned backbone weights ship here (`{config.encoder_weights}`, half precision) with the head "
              "(`head.safetensors`); the tokenizer and architecture are read from the backbone's local package."
              if tuned else "Only the head ships here (`head.safetensors`); the backbone is read from its local package.")
-    module = "training.finetune" if tuned else "training.train"
+    module = "training.s1.finetune" if tuned else "training.s1.train"
     reproduce = f"`python -m {module} {' '.join(data['argv'])}`"
     if data.get("encoder_argv") not in (None, data["argv"]):
         reproduce = (f"`python -m {module} {' '.join(data['encoder_argv'])}` (trains the encoder and fits everything "
@@ -109,8 +109,8 @@ READINGS = {
 
 
 def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
-    """The card of a statement-reading S1 (``training.s1_train``): what it reads, its data, every figure."""
-    from training.bank_eval import family_table, pooled_table
+    """The card of a statement-reading S1 (``training.s1.statement_reader``): what it reads, its data, every figure."""
+    from training.bank.evaluate import family_table, pooled_table
 
     data, m = metrics.get("data", {}), metrics["measured"]
     speed = metrics.get("throughput", {})
@@ -167,6 +167,6 @@ Gold (`s1_labels/gold_dev.jsonl`, measured only) AUROC: {', '.join(f'{k} {fmt(v[
 
 {family_table({'test': m['test'], 'eval': m['eval']})}
 
-Reproduce: `python -m training.s1_train {argv}`; figures alone: `python -m training.s1_train --name {name} --measure-only`
+Reproduce: `python -m training.s1.statement_reader {argv}`; figures alone: `python -m training.s1.statement_reader --name {name} --measure-only`
 or `python benchmarks/s1_statements.py --s1 classifier:{name}`.
 """

@@ -2,7 +2,7 @@
 
 Gold (``s1_labels/``) was made by a strong LLM reader following ``LABELLING.md``; training labels of the
 same kind come from the same kind of reader, on states drawn the way the engine would show them to S1:
-cut at the scan schedule (``training.states.scan_cuts``), formatted as gold (``Task: Q\\n\\nReasoning so
+cut at the scan schedule (``training.states.cuts.scan_cuts``), formatted as gold (``Task: Q\\n\\nReasoning so
 far: H``, H the last 7,000 characters cut at a line break). The repo stores only references
 (dataset, model, question_id, cut_char, monitor) and the reader's label; the text is rebuilt from the
 data directory, so no trace text is ever committed.
@@ -27,7 +27,7 @@ from soma_local.calibration.recorded import RecordedTrace
 from soma_local.errors import DataError
 from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
 from soma_local.s2.models import GgufVocab
-from training.states import scan_cuts
+from training.states.cuts import scan_cuts
 
 SPLIT_SEED = "soma-s1-split-v1"
 MONITORS = ("overthinking", "unanswerable")

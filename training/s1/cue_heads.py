@@ -18,7 +18,7 @@ from sklearn.model_selection import GroupKFold
 
 from soma_local.s1.cues import CUE_SET, text_cues
 from soma_local.s1.models import CueHead
-from training.examples import Example
+from training.labels.examples import Example
 
 CUE_C = 0.1  # L2 strength over ~60 correlated cues (chosen on held-out reader labels, not on gold)
 JOIN_C = 10.0  # two inputs, hundreds of states: barely regularised

@@ -21,8 +21,8 @@ import numpy as np
 
 from soma_local.s1.base import S1, S1Query
 from soma_local.s1.temperature import auroc, evaluate
-from training.bank_pairs import Pair
-from training.statement_bank import Bank
+from training.bank.statement_bank import Bank
+from training.labels.pairs import Pair
 
 
 def score(s1: S1, pairs: Sequence[Pair], statements: Sequence[str] | None = None, progress: str = "") -> np.ndarray:

@@ -1,15 +1,15 @@
 """Draw states for the statement bank and write the batch files its readers label.
 
-    python -m training.bank_batches traces --train 1150 --dev 250 --test 300 --double 120
-    python -m training.bank_batches runs --states 350 --double 30
+    python -m training.states.bank_batches traces --train 1150 --dev 250 --test 300 --double 120
+    python -m training.states.bank_batches runs --states 350 --double 30
 
 Each state is judged against ``--per-state`` statements of as many different families, so the
 statement, not the state, decides the label: states of ``train`` and ``dev`` questions get trained
 families only; states of ``test`` questions get every held-out family and trained ones for the rest.
 A statement is a family's wording or (with ``--negation-share``) its negation, drawn at random.
 
-States are cut at the engine's scan schedule (``training.states.scan_cuts``) from the shared traces'
-training half (``traces``) or from the embedded S2 runs of ``training.s2_runs`` (``runs``, cut with
+States are cut at the engine's scan schedule (``training.states.cuts.scan_cuts``) from the shared traces'
+training half (``traces``) or from the embedded S2 runs of ``training.states.s2_runs`` (``runs``, cut with
 the run's own S2 tokenizer, at ``--interval``: the demo's 128 gives a small model's short runs more
 states). References go to ``training/data/bank_states.jsonl`` (committed, no
 text); a reader's batch holds only what the reader may see: the state id, the state text and the
@@ -33,11 +33,11 @@ from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
 from soma_local.s2.models import GgufVocab, resolve_gguf
+from training.bank.statement_bank import Bank, Split, bank_split, load_bank
 from training.paths import BANK_BATCHES, BANK_STATES, S2_RUNS, shown
-from training.reader_set import gold_state, render_state, short_model, trace_key, training_half, write_jsonl
-from training.s2_runs import S2Run, read_runs
-from training.statement_bank import Bank, Split, bank_split, load_bank
-from training.states import scan_cuts
+from training.states.cuts import scan_cuts
+from training.states.reader_set import gold_state, render_state, short_model, trace_key, training_half, write_jsonl
+from training.states.s2_runs import S2Run, read_runs
 
 
 
@@ -146,7 +146,7 @@ def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random, 
 def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule, taken: set[tuple] = frozenset()) -> list[dict]:
     runs: list[S2Run] = read_runs()
     if not runs:
-        raise DataError("no embedded S2 runs yet: run python -m training.s2_runs first")
+        raise DataError("no embedded S2 runs yet: run python -m training.states.s2_runs first")
     vocabs = {m: GgufVocab.from_path(resolve_gguf(m)) for m in {r.s2_model for r in runs}}
     candidates = []
     for r in runs:
@@ -163,7 +163,7 @@ def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m training.bank_batches", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.states.bank_batches", description=__doc__.split("\n\n")[0])
     ap.add_argument("source", choices=["traces", "runs", "eval"],
                     help="traces: the training half; runs: the embedded S2 runs; eval: the other half, for measuring only")
     ap.add_argument("--train", type=int, default=1150, help="traces: states of train questions")

@@ -1,7 +1,7 @@
 """Reasoning of the embedded S2 models, for S1 training states: the loops and drift a CPU user sees.
 
-    python -m training.s2_runs --s2-model smollm2-135m --runs 60
-    python -m training.s2_runs --s2-model qwen2.5-0.5b --runs 30
+    python -m training.states.s2_runs --s2-model smollm2-135m --runs 60
+    python -m training.states.s2_runs --s2-model qwen2.5-0.5b --runs 30
 
 Each run is a plain (unsupervised) ``supervise`` run of an embedded S2 on one question of the shared
 traces' training half (never a reserved question), prompted with the instruction the traces' prompts
@@ -25,7 +25,7 @@ from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.build import S2Options, build_s2
 from training.paths import S2_RUNS
-from training.reader_set import training_half
+from training.states.reader_set import training_half
 
 
 
@@ -53,7 +53,7 @@ def read_runs(path: Path = S2_RUNS) -> list[S2Run]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m training.s2_runs", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.states.s2_runs", description=__doc__.split("\n\n")[0])
     ap.add_argument("--s2-model", default="smollm2-135m")
     ap.add_argument("--runs", type=int, default=60, help="runs of this S2 in the file when done")
     ap.add_argument("--max-tokens", type=int, default=2048)

@@ -8,9 +8,9 @@ and whether it was flipped. The paper's two monitors take their readers' labels 
 
 Halves: ``training`` (the bank's train, dev and test questions; what the shipped adapters are fitted
 on, with ``soma tune`` holding out its own share by question) and ``eval`` (the other half of the shared
-traces: measuring only). Gold and reserved questions are never here (``bank_pairs.all_pairs`` checks).
+traces: measuring only). Gold and reserved questions are never here (``labels.pairs.all_pairs`` checks).
 
-    python -m training.adapter_labels looping --family looping --half training --out FILE
+    python -m training.labels.adapters looping --family looping --half training --out FILE
 
 minilm-reader was trained on every question of the paper monitors' reader labels, its encoder on 80 %
 of them; ``--finetune-held-out`` keeps the other 20 % (where only its temperature and cue-head join, three
@@ -28,12 +28,12 @@ from typing import Literal, Sequence
 
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.s1.models import read_trained_questions, resolve_s1_model
-from training.bank_pairs import Pair, all_pairs
-from training.examples import split_by_question
-from training.statement_bank import load_bank
+from training.bank.statement_bank import load_bank
+from training.labels.examples import split_by_question
+from training.labels.pairs import Pair, all_pairs
 
 Half = Literal["training", "eval"]
-FINETUNE_HELD_OUT, FINETUNE_SEED = 0.2, 0  # training.finetune's defaults, with which minilm-reader was made
+FINETUNE_HELD_OUT, FINETUNE_SEED = 0.2, 0  # training.s1.finetune's defaults, with which minilm-reader was made
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half", choices=["training", "eval"], required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--finetune-held-out", action="store_true",
-                    help="keep only states of the questions training.finetune held out of the encoder's training (its "
+                    help="keep only states of the questions training.s1.finetune held out of the encoder's training (its "
                     "seeded 20 %% split of the paper monitors' reader labels): minilm-reader's encoder never trained on them")
     ap.add_argument("--exclude-trained", metavar="S1_MODEL",
                     help="leave out states of questions this S1 model folder was trained on (trained_questions.json): "

@@ -1,6 +1,6 @@
 """Draw the reader-labelled state set and write the batch files a reader labels.
 
-    python -m training.reader_batches --per-monitor 2100 --double 220
+    python -m training.states.reader_batches --per-monitor 2100 --double 220
 
 Writes ``training/data/reader_states.jsonl`` (references only, committed) and, under the ignored
 ``training/runs/reader_batches/``, one file per batch holding just what the reader may see: the state
@@ -17,7 +17,7 @@ from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.data_dir import data_dir
 from soma_local.s2.models import GgufVocab, resolve_gguf
 from training.paths import READER_BATCHES, READER_STATES, shown
-from training.reader_set import MONITORS, draw_states, render_state, trace_key, write_jsonl
+from training.states.reader_set import MONITORS, draw_states, render_state, trace_key, write_jsonl
 
 
 

@@ -5,10 +5,10 @@ statements, each written several ways with a negation, and whole families are he
 labelled only on states of the bank's test questions and never reach training, the temperature or the
 choice of a model. Statements are named ``family.i`` and their negations ``family.i.not``.
 
-The bank's questions are the training half of the shared traces (``reader_set.training_half``), never
-a reserved one; within that half a seeded hash sends each question to ``train`` (70 %), ``dev`` (15 %:
-model choice and temperature) or ``test`` (15 %: every reported figure), so all of a question's states
-sit on one side. ``eval`` states come from the other half, which no S1 was ever trained on: the
+The bank's questions are the training half of the shared traces
+(``training.states.reader_set.training_half``), never a reserved one; within that half a seeded hash
+sends each question to ``train`` (70 %), ``dev`` (15 %: model choice and temperature) or ``test``
+(15 %: every reported figure), so all of a question's states sit on one side. ``eval`` states come from the other half, which no S1 was ever trained on: the
 cleanest measure of statements and questions never seen.
 """
 

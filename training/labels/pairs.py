@@ -1,6 +1,6 @@
 """Labelled (state, statement) pairs as text: the statement bank's and the paper monitors' reader labels.
 
-One place turns label references into what an S1 reads, for training (``training.s1_train``) and for
+One place turns label references into what an S1 reads, for training (``training.s1.statement_reader``) and for
 measuring (``benchmarks/s1_statements.py``), so both see the same states, statements and labels.
 
 - Bank pairs: ``training/data/bank_labels.jsonl`` over ``bank_states.jsonl``; a pair's label is the mean
@@ -26,9 +26,9 @@ from soma_local.data_dir import data_dir
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.errors import DataError
 from soma_local.s1.state import parse_state
-from training.bank_batches import Texts, read_states
-from training.reader_labels import BankLabel, StateLabel, examples as reader_examples, read_labels
-from training.statement_bank import Bank, Split, bank_split, family_of, is_negation
+from training.bank.statement_bank import Bank, Split, bank_split, family_of, is_negation
+from training.labels.readers import BankLabel, StateLabel, examples as reader_examples, read_labels
+from training.states.bank_batches import Texts, read_states
 
 PAPER_MONITORS = ("overthinking", "unanswerable")
 

@@ -1,9 +1,9 @@
 """Reader labels as data, one pipeline for the paper monitors' states and the statement bank's pairs:
 merged from the readers' outputs, stored by reference, checked reader against reader.
 
-    python -m training.reader_labels merge reader --from DIR    # BATCH.READER.jsonl -> reader_labels.jsonl
-    python -m training.reader_labels merge bank --from DIR...   # BATCH.READER.jsonl -> bank_labels.jsonl
-    python -m training.reader_labels agreement reader|bank      # reader vs reader on what two readers judged
+    python -m training.labels.readers merge reader --from DIR    # BATCH.READER.jsonl -> reader_labels.jsonl
+    python -m training.labels.readers merge bank --from DIR...   # BATCH.READER.jsonl -> bank_labels.jsonl
+    python -m training.labels.readers agreement reader|bank      # reader vs reader on what two readers judged
 
 A reader's output line is ``{"sid", "p", "why"}`` for a paper batch (one statement per state) and
 ``{"sid", "key", "p", "why"}`` for a bank batch (the statement under its batch's opaque key a, b, ...).
@@ -11,7 +11,7 @@ A row of a label file is one reader's judgement of one thing with its provenance
 ``batch``, ``labelled_on``, and ``pass``: 1 for the first label, 2 for an independent second one):
 
 - ``training/data/reader_labels.jsonl``: a state of ``reader_states.jsonl``, its reference
-  (``training.reader_set.StateRef`` fields) written out whole;
+  (``training.states.reader_set.StateRef`` fields) written out whole;
 - ``training/data/bank_labels.jsonl``: a (state, statement) pair, the state's ``sid`` in
   ``bank_states.jsonl`` and the bank ``key`` the batch's opaque key showed (``family.i`` or
   ``family.i.not``).
@@ -36,11 +36,11 @@ from soma_local.data_dir import data_dir
 from soma_local.errors import DataError
 from soma_local.s1.state import parse_state
 from soma_local.s1.temperature import evaluate
-from training.bank_batches import read_states
-from training.examples import Example
+from training.bank.statement_bank import family_of, is_negation
+from training.labels.examples import Example
 from training.paths import BANK_LABELS, BANK_STATES, READER_LABELS, READER_STATES, shown
-from training.reader_set import StateRef, read_refs, render_state, trace_key, write_jsonl
-from training.statement_bank import family_of, is_negation
+from training.states.bank_batches import read_states
+from training.states.reader_set import StateRef, read_refs, render_state, trace_key, write_jsonl
 
 SCALE = (0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95)  # the rubric's seven points
 PROVENANCE = ("p", "why", "reader", "batch", "labelled_on", "pass")  # after what was judged, in this order
@@ -256,7 +256,7 @@ def examples(rows: Sequence[StateLabel], root: Path | None = None) -> list[Examp
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m training.reader_labels", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.labels.readers", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("merge", help="add the readers' new labels to the label file")
     m.add_argument("kind", choices=KINDS, help="reader: the paper monitors' states; bank: the statement bank's pairs")

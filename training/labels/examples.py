@@ -1,6 +1,6 @@
 """Labelled S1 examples: (monitor, task, reasoning so far, soft label), from traces or a labelled file.
 
-Teachers: ``rules`` (training.labels, free and at scale), ``s1:SPEC`` (any S1 backend, e.g. the LLM
+Teachers: ``rules`` (training.labels.rules, free and at scale), ``s1:SPEC`` (any S1 backend, e.g. the LLM
 readout or Jev when a key is set), or ``file:PATH`` (already labelled states in the s1_labels format).
 """
 
@@ -18,8 +18,8 @@ from pydantic import BaseModel, ValidationError
 from soma_local.errors import DataError
 from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
-from training.labels import final_answer, rule_label
-from training.states import Cut
+from training.labels.rules import final_answer, rule_label
+from training.states.cuts import Cut
 
 _STATE = re.compile(r"^Task: (?P<task>.*?)\n\nReasoning so far: (?P<reasoning>.*)$", re.S)
 

@@ -1,6 +1,6 @@
 """Train an S1 classifier from scratch to a saved, calibrated model in ``s1_models/``, in one command.
 
-    python -m training.train --name minilm-rules
+    python -m training.s1.train --name minilm-rules
 
 Steps: cut states from the traces at the scan schedule; label them (default: rules); split by question
 (gold questions excluded); encode each (statement, state) with the frozen backbone (cached in chunks
@@ -32,11 +32,11 @@ from soma_local.s1.classifier import PairEncoder, ScoreHead
 from soma_local.s1.models import S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model, write_trained_questions
 from soma_local.s1.state import build_state, longest_tokens
 from soma_local.s1.temperature import evaluate, fit_temperature, nll, scaled_probs
-from training.card import model_card
-from training.examples import (Example, gold_question_ids, label_with_rules, label_with_s1, read_labelled,
-                               sample_cuts, split_by_question)
+from training.labels.examples import (Example, gold_question_ids, label_with_rules, label_with_s1, read_labelled,
+                                      sample_cuts, split_by_question)
 from training.paths import RUNS, gold_dev, gold_labels
-from training.states import trace_cuts
+from training.s1.card import model_card
+from training.states.cuts import trace_cuts
 
 CHUNK = 32
 
@@ -127,7 +127,7 @@ def report(z: np.ndarray, y: np.ndarray, monitors: np.ndarray, temperature: floa
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m training.train", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.s1.train", description=__doc__.split("\n")[0])
     ap.add_argument("--name", default="minilm-rules", help="folder name under s1_models/")
     ap.add_argument("--backbone", default="all-minilm-l6-v2", help="embedded backbone name or local HF folder")
     ap.add_argument("--max-length", type=int, default=512, help="input limit in backbone tokens")

@@ -1,9 +1,9 @@
 """Train the statement-reading S1: one cross-encoder that judges any statement about a reasoning state.
 
-    python -m training.s1_train --name minilm-statements                 # train, fit T, measure, ship
-    python -m training.s1_train --name minilm-statements --measure-only  # measure the folder as it ships
+    python -m training.s1.statement_reader --name minilm-statements                 # train, fit T, measure, ship
+    python -m training.s1.statement_reader --name minilm-statements --measure-only  # measure the folder as it ships
 
-Data (``training.bank_pairs``): every reader-labelled (state, statement) pair of the statement bank's
+Data (``training.labels.pairs``): every reader-labelled (state, statement) pair of the statement bank's
 ``train`` questions in families that are not held out, plus the paper monitors' reader labels; each
 epoch a share of the pairs is shown in another wording of its family or as its negation (label 1 - p),
 so the model learns that wordings agree and negations flip. T is fitted on ``dev`` pairs of trained
@@ -41,14 +41,14 @@ from soma_local.s1.models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR
                                   resolve_s1_model, write_model, write_trained_questions)
 from soma_local.s1.state import build_state, longest_tokens
 from soma_local.s1.temperature import fit_temperature, scaled_probs
-from training import bank_eval
-from training.bank_pairs import PAPER_MONITORS, Pair, all_pairs, reworded, trainable
-from training.card import statement_card
-from training.cue_heads import fit_cue_head
-from training.examples import Example, read_labelled
-from training.fit import FitSettings, fine_tune
+from training.bank import evaluate as bank_eval
+from training.bank.statement_bank import Bank, load_bank
+from training.labels.examples import Example, read_labelled
+from training.labels.pairs import PAPER_MONITORS, Pair, all_pairs, reworded, trainable
 from training.paths import REPO, RUNS, gold_dev
-from training.statement_bank import Bank, load_bank
+from training.s1.card import statement_card
+from training.s1.cue_heads import fit_cue_head
+from training.s1.fit import FitSettings, fine_tune
 
 
 
@@ -125,7 +125,7 @@ def plan_epochs(pairs: Sequence[Pair], bank: Bank, tokens: StateTokens, args) ->
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m training.s1_train", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.s1.statement_reader", description=__doc__.split("\n\n")[0])
     ap.add_argument("--name", default="minilm-statements", help="folder name under s1_models/")
     ap.add_argument("--backbone", default="all-minilm-l6-v2", help="embedded backbone name or local HF folder")
     ap.add_argument("--init", default="minilm-reader",
@@ -346,7 +346,7 @@ def paper_examples(pairs: Sequence[Pair], split: str) -> list[Example]:
 
 def with_cue_heads(config: S1ModelConfig, raw: ClassifierS1, pairs: Sequence[Pair], temperature: float,
                    state_limit: int) -> S1ModelConfig:
-    """The paper monitors' cue heads over this encoder (``training/cue_heads.py``): cue weights on the
+    """The paper monitors' cue heads over this encoder (``training/s1/cue_heads.py``): cue weights on the
     train split's reader labels, joined to the encoder's logit on dev. They apply to those two exact
     statements only, so every other statement is read as the general S1 reads it."""
     heads, statements = {}, {}
