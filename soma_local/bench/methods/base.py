@@ -24,12 +24,11 @@ from soma_local.engine.trace import TokenCounts
 
 @dataclass
 class Engine:
-    """What every method shares: S2, S1 (only SOMA uses it), monitors by scenario, and limits."""
+    """What every method shares: S2, S1 (only SOMA uses it), the scan schedule and limits."""
 
     s2: S2Backend
     sampling: SamplingParams
     s1: S1 | None = None
-    monitors: dict[str, Monitor] = field(default_factory=dict)  # scenario -> monitor
     pause: PauseRule = field(default_factory=PauseRule)
     max_tokens: int = 32768
     thinking: ThinkingFormat | None = None
@@ -114,13 +113,13 @@ def probe(session: Session, text: str, max_tokens: int) -> str:
 
 
 class Method(ABC):
-    """A named way of running S2 on one question. ``scenarios``: where the paper reports it."""
+    """A named way of running S2 on one question of a benchmark measured with ``monitor`` (SOMA runs
+    it; a method that takes over, as SES does, ends with its takeover)."""
 
     name: str
-    scenarios: tuple[str, ...] = ("overthinking", "unanswerable")
 
     @abstractmethod
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome: ...
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome: ...
 
     def settings(self) -> dict:
         """The parameters that identify this method's results (recorded in every result line)."""
