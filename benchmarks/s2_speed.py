@@ -41,17 +41,7 @@ PROMPTS = [
 ]
 
 
-def native_eval(s2: LlamaCppS2) -> tuple[float, int]:
-    """(seconds, tokens) of single-token decodes since the last reset, per llama.cpp's counters."""
-    import llama_cpp
-
-    data = llama_cpp.llama_perf_context(s2._ctx)
-    return data.t_eval_ms / 1000.0, data.n_eval
-
-
 def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, sampling: SamplingParams) -> dict[str, float]:
-    import llama_cpp
-
     fmt = detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
     ours_tok = ours_s = native_s = 0.0
     native_tok = 0
@@ -64,16 +54,15 @@ def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, sampling: Samp
         # Our loop.
         s2.set_sampling(replace(sampling, seed=sampling.seed + i))
         s2.load_prompt(ids)
-        llama_cpp.llama_perf_context_reset(s2._ctx)
+        s2.reset_decode_counters()
         chunk = s2.generate(tokens)
-        ns, nt = native_eval(s2)
+        ns, nt = s2.decode_counters()
         ours_tok += len(chunk.ids)
         ours_s += chunk.seconds
         native_s += ns
         native_tok += nt
         # llama-cpp-python's completion path on the same context (prefix reused, so timing is decode).
-        s2.llm.reset()
-        s2._ids.clear()
+        s2.clear_context()
         s2.llm.eval(ids[:-1])
         t0 = time.perf_counter()
         out = s2.llm.create_completion(
@@ -82,9 +71,7 @@ def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, sampling: Samp
         )
         cc_s += time.perf_counter() - t0
         cc_tok += out["usage"]["completion_tokens"]
-        s2.llm.reset()
-        s2._ids.clear()
-        s2._lib.llama_memory_clear(s2._mem, True)
+        s2.clear_context()
     return {
         "native": native_tok / native_s if native_s else float("nan"),
         "ours": ours_tok / ours_s,

@@ -30,8 +30,6 @@ QUESTION = "Write a long story about a cat who learns arithmetic, with every sum
 
 def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> None:
     """Runs in a fresh process (the wait policy is read when OpenMP loads): prints one JSON line."""
-    import llama_cpp
-
     from soma_local.s2.models import resolve_gguf
     from soma_local.s2.base import SamplingParams
     from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt
@@ -47,7 +45,7 @@ def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> N
     rates: dict[int, list[float]] = {t: [] for t in threads}
     for _ in range(repeats):
         for t in threads:
-            llama_cpp.llama_set_n_threads(s2._ctx, t, t)
+            s2.set_threads(t)
             s2.load_prompt(ids)
             chunk = s2.generate(tokens, on_piece=tty.write)
             rates[t].append(len(chunk.ids) / chunk.seconds)

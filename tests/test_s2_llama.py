@@ -108,6 +108,25 @@ def test_a_prompt_gets_the_same_logits_whatever_ran_before(s2):
     assert (s2.next_logits() == fresh_logits).all()  # bit for bit
 
 
+def test_the_speed_benchmark_measures_through_public_methods(s2):
+    """``benchmarks/s2_speed.py`` reads llama.cpp's own decode counters and runs llama-cpp-python's
+    completion on the same context through these methods, not through the runtime's private fields."""
+    s2.set_sampling(SamplingParams(temperature=0))
+    ids = prompt_ids(s2)
+    s2.load_prompt(ids)
+    s2.reset_decode_counters()
+    chunk = s2.generate(8)
+    seconds, tokens = s2.decode_counters()
+    assert 0 < tokens <= len(chunk.ids) and seconds > 0  # the single-token decodes of this chunk
+    s2.clear_context()
+    assert s2.position == 0
+    s2.llm.eval(ids[:-1])
+    assert s2.llm.create_completion(ids, max_tokens=8, temperature=0)["usage"]["completion_tokens"] > 0
+    s2.clear_context()
+    s2.load_prompt(ids)
+    assert s2.generate(8).ids == chunk.ids, "after llm's own run, the context starts clean"
+
+
 def test_stop_text_split_across_tokens_is_found(s2):
     s2.set_sampling(SamplingParams(temperature=0))
     s2.load_prompt(prompt_ids(s2))
