@@ -24,7 +24,7 @@ from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.base import S1Query  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt  # noqa: E402
+from soma_local.s2.formats import ThinkingFormat, prompt_for, prompt_ids  # noqa: E402
 from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
 from training.traces import load_traces  # noqa: E402
 
@@ -48,8 +48,7 @@ def s1_latency(spec: str | None, monitors: list[str], repeats: int, task: str, r
 
 def s2_seconds_per_token(threads: int | None, question: str, runs: int = 3) -> tuple[float, str]:
     s2 = LlamaCppS2(resolve_gguf(None), n_ctx=2048, n_threads=threads, sampling=SamplingParams(seed=0))
-    prompt = render_prompt(s2.chat_template, model_path=str(s2.path), user=question, system=None,
-                           fmt=ThinkingFormat("prompted"), bos_token=s2.bos_token, eos_token=s2.eos_token)
+    prompt = prompt_for(s2, question, fmt=ThinkingFormat("prompted"))
     rates = []
     for _ in range(runs):
         s2.load_prompt(prompt_ids(s2, prompt))

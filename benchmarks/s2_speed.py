@@ -27,7 +27,7 @@ from soma_local.s2.models import resolve_gguf  # noqa: E402
 from soma_local.engine.monitors import resolve_monitors  # noqa: E402
 from soma_local.s1.factory import load_s1  # noqa: E402
 from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_ids, render_prompt, system_prompt  # noqa: E402
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt  # noqa: E402
 from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
 from soma_local.engine.pauses import PauseRule  # noqa: E402
 from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
@@ -47,10 +47,7 @@ def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, sampling: Samp
     native_tok = 0
     cc_tok = cc_s = 0.0
     for i, question in enumerate(prompts):
-        ids = prompt_ids(s2, render_prompt(
-            s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, False),
-            fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token,
-        ))
+        ids = prompt_ids(s2, prompt_for(s2, question, fmt=fmt, system=system_prompt(fmt, False)))
         # Our loop.
         s2.set_sampling(replace(sampling, seed=sampling.seed + i))
         s2.load_prompt(ids)

@@ -32,13 +32,12 @@ def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> N
     """Runs in a fresh process (the wait policy is read when OpenMP loads): prints one JSON line."""
     from soma_local.s2.models import resolve_gguf
     from soma_local.s2.base import SamplingParams
-    from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt
+    from soma_local.s2.formats import ThinkingFormat, prompt_for, prompt_ids
     from soma_local.s2.llama_cpp import LlamaCppS2
 
     # Built with one thread (so soma leaves the wait policy to this script), then set per measurement.
     s2 = LlamaCppS2(resolve_gguf(model), n_ctx=2048, n_threads=1, sampling=SamplingParams(temperature=0))
-    ids = prompt_ids(s2, render_prompt(s2.chat_template, model_path=s2.name, user=QUESTION, system=None,
-                                       fmt=ThinkingFormat("prompted"), bos_token=s2.bos_token, eos_token=s2.eos_token))
+    ids = prompt_ids(s2, prompt_for(s2, QUESTION, fmt=ThinkingFormat("prompted")))
     master, slave = pty.openpty()
     terminal = subprocess.Popen(["cat"], stdin=master, stdout=subprocess.DEVNULL)  # a terminal's reader
     tty = os.fdopen(slave, "wb", buffering=0)

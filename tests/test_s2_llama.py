@@ -4,7 +4,7 @@ import pytest
 
 from soma_local.errors import ModelFileError
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, render_prompt, system_prompt
 from soma_local.s2.formats import prompt_ids as ids_of
 from soma_local.s2.llama_cpp import LlamaCppS2
 from soma_local.engine.pauses import PauseRule
@@ -15,11 +15,7 @@ QUESTION = "List the first twenty prime numbers and explain for each why it is p
 
 def prompt_ids(s2, question=QUESTION):
     fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
-    prompt = render_prompt(
-        s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, True),
-        fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token,
-    )
-    return ids_of(s2, prompt)
+    return ids_of(s2, prompt_for(s2, question, fmt=fmt, system=system_prompt(fmt, True)))
 
 
 def fresh(s2, seed):
@@ -33,6 +29,35 @@ def test_prompted_thinking_is_detected_and_prefilled(s2):
     text = render_prompt(s2.chat_template, model_path="m", user="hi", system=None, fmt=fmt).text
     assert text.endswith("<|im_start|>assistant\n<think>\n")
     assert detect_thinking("{{ '<think>' }}", True).mode == "native"
+
+
+def test_prompt_for_renders_the_prompts_the_call_sites_rendered_by_hand(s2):
+    """Six call sites once passed a backend's template, name, bos and eos to ``render_prompt`` by hand;
+    ``prompt_for`` does it for them and must give the same prompt byte for byte (the demo transcript and
+    the paper's tables depend on it): the hand-written expression, and SmolLM2's ChatML spelled out."""
+    prompted = ThinkingFormat("prompted")
+    for fmt in (prompted, ThinkingFormat("native"), ThinkingFormat("prompted", close="</never>")):
+        for system in (None, system_prompt(fmt, True), system_prompt(fmt, False, extra="Be brief.")):
+            by_hand = render_prompt(s2.chat_template, model_path=s2.name, user=QUESTION, system=system,
+                                    fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token)
+            assert prompt_for(s2, QUESTION, fmt=fmt, system=system) == by_hand
+    supervised = prompt_for(s2, "What is 2+2?", fmt=prompted, system=system_prompt(prompted, True))
+    assert supervised.parts == (
+        ("<|im_start|>system\n", True),
+        ("Think step by step inside <think> and </think> tags before answering. After </think>, give the final "
+         "answer within \\boxed{}. While you think, a monitor may insert a <reminder>. When you see one, follow "
+         "its instruction briefly inside your reasoning, then continue as you judge best.", False),
+        ("<|im_end|>\n<|im_start|>user\n", True),
+        ("What is 2+2?", False),
+        ("<|im_end|>\n<|im_start|>assistant\n<think>\n", True),
+    )
+    bare = prompt_for(s2, "What is 2+2?", fmt=prompted)  # the template's own default system text
+    assert bare.parts == (
+        ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+         "<|im_start|>user\n", True),
+        ("What is 2+2?", False),
+        ("<|im_end|>\n<|im_start|>assistant\n<think>\n", True),
+    )
 
 
 def test_missing_chat_template_and_missing_file_are_named():
