@@ -8,29 +8,25 @@ Prints:
 "native" is what llama.cpp's own perf counters say the decodes cost (no sampling, no Python): the
 ceiling any loop can reach with this build. Usage:
 
-  .venv/bin/python benchmarks/s2_speed.py                       # embedded SmolLM2, 2 threads
-  .venv/bin/python benchmarks/s2_speed.py --model M.gguf --n-gpu-layers -1 --flash-attn
+  .venv/bin/python -m benchmarks.s2_speed                       # embedded SmolLM2, 2 threads
+  .venv/bin/python -m benchmarks.s2_speed --model M.gguf --n-gpu-layers -1 --flash-attn
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.s2.models import resolve_gguf  # noqa: E402
-from soma_local.engine.monitors import resolve_monitors  # noqa: E402
-from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt  # noqa: E402
-from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
-from soma_local.engine.pauses import PauseRule  # noqa: E402
-from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.s1.factory import load_s1
+from soma_local.s2.base import SamplingParams
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt
+from soma_local.s2.llama_cpp import LlamaCppS2
+from soma_local.s2.models import resolve_gguf
 
 PROMPTS = [
     "List the first twenty prime numbers and explain for each why it is prime.",

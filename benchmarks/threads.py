@@ -4,13 +4,13 @@ Why this exists: llama.cpp (built with OpenMP, as llama-cpp-python builds it) sy
 at a barrier after every operation of every token, and OpenMP threads spin while they wait. When the
 threads take every core, anything else that wants a core (the terminal drawing the streamed tokens,
 another program, another user) preempts one of them and the others spin until it comes back, so
-decoding collapses. `benchmarks/s2_speed.py` streams nothing, which is why it did not show this.
+decoding collapses. `python -m benchmarks.s2_speed` streams nothing, which is why it did not show this.
 
 For each background (as it is, then with one core kept busy by a spin loop) and each OpenMP wait
 policy (spin, the default; passive), one child process decodes the same greedy continuation at
 every thread count, writing each token to a pseudo-terminal that another process drains.
 
-  PYTHONPATH=. .venv/bin/python benchmarks/threads.py [--tokens 120] [--repeats 2] [--model M.gguf]
+  .venv/bin/python -m benchmarks.threads [--tokens 120] [--repeats 2] [--model M.gguf]
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ import os
 import pty
 import subprocess
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 QUESTION = "Write a long story about a cat who learns arithmetic, with every sum worked out."
 
@@ -78,8 +75,9 @@ def main() -> None:
                 env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
                 if policy == "passive":
                     env["OMP_WAIT_POLICY"] = "PASSIVE"
-                cmd = [sys.executable, __file__, "--child", "--tokens", str(args.tokens), "--repeats",
-                       str(args.repeats), "--threads", ",".join(map(str, threads))] + (["--model", args.model] if args.model else [])
+                cmd = [sys.executable, "-m", "benchmarks.threads", "--child", "--tokens", str(args.tokens),
+                       "--repeats", str(args.repeats), "--threads", ",".join(map(str, threads))]
+                cmd += ["--model", args.model] if args.model else []
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
                 rates = json.loads(out.strip().splitlines()[-1])
                 print(f"{background:<16} {policy:<12} " + " ".join(f"{rates[str(t)]:8.1f}" for t in threads), flush=True)
