@@ -6,7 +6,7 @@ wording; its other wordings and flipped negations count as labels of it, ``train
 and measured on every label of the eval half (questions no S1 and no adapter saw), against the S1 alone.
 Each N is drawn ``--repeats`` times (seeded); figures are the mean and the spread.
 
-    PYTHONPATH=. SOMA_DATA_DIR=../shared/datasets python benchmarks/adapter_curve.py \\
+    SOMA_DATA_DIR=../shared/datasets python -m benchmarks.adapter_curve \\
         --s1 classifier:minilm-reader --s1 classifier:minilm-statements --cache-dir training/runs/adapter_scores
 """
 

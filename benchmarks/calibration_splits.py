@@ -1,7 +1,7 @@
 """Does a calibrated h hold on new questions? Calibrate on half, report on the other half, many times.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/calibration_splits.py                 # the shipped replay, 100 splits
-    PYTHONPATH=. .venv/bin/python benchmarks/calibration_splits.py --results runs/replay/replay_results.json
+    .venv/bin/python -m benchmarks.calibration_splits                 # the shipped replay, 100 splits
+    .venv/bin/python -m benchmarks.calibration_splits --results runs/replay/replay_results.json
 
 One calibrate-on-half split (``soma replay --calibrate-share 0.5``) is one draw: whether the h it picks
 holds on the other half depends on which questions fell where. This script repeats that split with
@@ -33,17 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.calibration.metrics import ItemResult, summarize  # noqa: E402
-from soma_local.calibration.recorded import reserved_questions  # noqa: E402
-from soma_local.calibration.replay import ScannedTrace, calibration_ids, group_key, replay_item  # noqa: E402
-from soma_local.calibration.report import h_label  # noqa: E402
-from soma_local.calibration.scoring import is_abstention  # noqa: E402
-from soma_local.calibration.selection import Selection  # noqa: E402
-from soma_local.calibration.thresholds import H_GRID, Objective, choose_threshold  # noqa: E402
-from soma_local.data_dir import data_dir  # noqa: E402
-from soma_local.engine.monitors import resolve_monitors  # noqa: E402
+from soma_local.calibration.metrics import ItemResult, summarize
+from soma_local.calibration.recorded import reserved_questions
+from soma_local.calibration.replay import ScannedTrace, calibration_ids, group_key, replay_item
+from soma_local.calibration.report import h_label
+from soma_local.calibration.scoring import is_abstention
+from soma_local.calibration.selection import Selection
+from soma_local.calibration.thresholds import H_GRID, Objective, choose_threshold
+from soma_local.data_dir import data_dir
+from soma_local.engine.monitors import resolve_monitors
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "replay_classifier_calibrated" / "replay_results.json"
@@ -218,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     s = run_splits(traces, outcomes, rules, objective, args.share, args.splits, reserved)
     groups = sorted(s.reported_sizes)
 
-    print("# PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]))
+    print("# " + shlex.join(["python", "-m", "benchmarks.calibration_splits", *(sys.argv[1:] if argv is None else argv)]))
     print(f"# {args.results.parent.name}/{args.results.name}: S1 {results['s1']} {results.get('s1_version') or ''}, "
           f"monitor {results['monitor']}, {len(traces)} traces; {objective.describe()}; grid "
           f"{h_label(H_GRID[0])}-{h_label(H_GRID[-1])} and inf")

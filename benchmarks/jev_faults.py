@@ -4,7 +4,7 @@ For each mode a fresh mock runs on a free loopback port, the real CLI supervises
 pointed at it, and the trace is read back: the run must end normally and every scan whose answers
 were unusable must be recorded as missing (p = None, with the reason). Prints one row per mode.
 
-    PYTHONPATH=. python benchmarks/jev_faults.py [--max-tokens 600] [--scan-interval 64] [--fault F ...]
+    python -m benchmarks.jev_faults [--max-tokens 600] [--scan-interval 64] [--fault F ...]
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from jevcompat.mock import FAULTS, MockConfig, Running
 
 from soma_local.cli.main import main as soma
-from soma_local.s1.jev import CUSTOM_KEY_ENV
 from soma_local.engine.trace import RunEnd, Scan, read_trace
+from soma_local.s1.jev import CUSTOM_KEY_ENV
 
 KEYED = {"auth-x-api-key", "auth-plain", "auth-invalid-403-text"}  # observable only with a key
 KEY = "jev-faults-benchmark-key"

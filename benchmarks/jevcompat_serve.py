@@ -4,7 +4,7 @@ Starts the server in-process on a free loopback port around the chosen local S1,
 (official-SDK drop-in check included) and prints the MUST and SHOULD scores, every failure and the
 time taken. Nothing leaves the machine.
 
-    PYTHONPATH=. python benchmarks/jevcompat_serve.py [--s1 SPEC] [--threads N] [--json DIR]
+    python -m benchmarks.jevcompat_serve [--s1 SPEC] [--threads N] [--json DIR]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ GGUF (llama.cpp ships them under models/ggml-vocab-*.gguf); two padding ids beco
 ``</think>`` (ids 151667/151668, as in Qwen3) and the chat template opens a thinking block, so the
 native-thinking path is exercised too.
 
-  python benchmarks/random_gguf.py --vocab ggml-vocab-qwen2.gguf --shape qwen3-8b --out r8b.gguf
+  python -m benchmarks.random_gguf --vocab ggml-vocab-qwen2.gguf --shape qwen3-8b --out r8b.gguf
 
 Needs the ``gguf`` package (llama.cpp's gguf-py).
 """
@@ -33,14 +33,14 @@ TEMPLATE = (
 
 
 def main() -> None:
-    import gguf
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vocab", required=True, help="a Qwen2-family vocabulary-only GGUF")
     ap.add_argument("--shape", choices=SHAPES, default="qwen3-0.6b")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    import gguf  # llama.cpp's gguf-py, on PYTHONPATH only where GGUFs are written (after --help)
+
     layers, hidden, heads, kv, hd, ffn = SHAPES[args.shape]
 
     reader = gguf.GGUFReader(args.vocab)

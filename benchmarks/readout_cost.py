@@ -11,7 +11,7 @@ thresholds by real runs would cost about G remind-only runs; the readout costs t
 How many branches there are depends on the S1, so the script also prints the bound for an S1 that
 makes every pause after the first a branch point (each branch at most the takeover's token budget).
 
-  PYTHONPATH=. python benchmarks/readout_cost.py --monitor unanswerable --limit 3 --max-tokens 512
+  python -m benchmarks.readout_cost --monitor unanswerable --limit 3 --max-tokens 512
   (add --s2 vllm:URL --s2-model NAME for the same over a vLLM server)
 """
 
@@ -20,20 +20,17 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.calibration.runs import load_questions, sample  # noqa: E402
-from soma_local.data_dir import data_dir  # noqa: E402
-from soma_local.engine.monitors import resolve_monitors  # noqa: E402
-from soma_local.s1.cache import CachedS1, ScoreCache  # noqa: E402
-from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.cli.args import add_s2_arguments, s2_options  # noqa: E402
-from soma_local.s2.build import build_s2  # noqa: E402
-from soma_local.engine.pauses import PauseRule  # noqa: E402
-from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
-from soma_local.engine.trace import Branch, RunEnd  # noqa: E402
+from soma_local.calibration.runs import load_questions, sample
+from soma_local.cli.args import add_s2_arguments, s2_options
+from soma_local.data_dir import data_dir
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.engine.trace import Branch, RunEnd
+from soma_local.s1.cache import CachedS1, ScoreCache
+from soma_local.s1.factory import load_s1
+from soma_local.s2.build import build_s2
 
 
 def _cost(end: RunEnd) -> tuple[int, float, float]:

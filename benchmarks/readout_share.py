@@ -1,7 +1,7 @@
 """What the single-run readout cost inside a finished bench run: branch tokens against main-line
 tokens of every SOMA and no-reminder result line (each line is one readout run).
 
-  PYTHONPATH=. python benchmarks/readout_share.py benchmarks/results/cpu
+  python -m benchmarks.readout_share benchmarks/results/cpu
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.bench.results import read_results  # noqa: E402
+from soma_local.bench.results import read_results
 
 
 def main() -> int:

@@ -1,8 +1,8 @@
 """What a reader-faithful S1 could do in replay: the LLM reader's own labels in place of S1's p.
 
-    python benchmarks/replay_reader_ceiling.py                       # the committed labels, the shipped replay
-    python benchmarks/replay_reader_ceiling.py batches --model Qwen3-8B --dataset umwp --prefix o
-    python benchmarks/replay_reader_ceiling.py batches --model Qwen3-8B --dataset sum --half calibration --prefix s
+    python -m benchmarks.replay_reader_ceiling                       # the committed labels, the shipped replay
+    python -m benchmarks.replay_reader_ceiling batches --model Qwen3-8B --dataset umwp --prefix o
+    python -m benchmarks.replay_reader_ceiling batches --model Qwen3-8B --dataset sum --half calibration --prefix s
 
 A replay result file (``soma replay --calibrate-share ...``) holds every trace's pauses, vanilla
 outcome and S1 probabilities. The label file gives a reader's p (``LABELLING.md``, the gold rubric) for
@@ -28,26 +28,23 @@ import argparse
 import json
 import math
 import random
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.calibration.thresholds import H_GRID, Objective, choose_threshold  # noqa: E402
-from soma_local.data_dir import data_dir  # noqa: E402
-from soma_local.errors import DataError  # noqa: E402
-from soma_local.calibration.metrics import ItemResult, Metrics, summarize  # noqa: E402
-from soma_local.s2.models import GgufVocab, resolve_gguf  # noqa: E402
-from soma_local.calibration.recorded import load_all  # noqa: E402
-from soma_local.calibration.replay import ScannedTrace, replay_item  # noqa: E402
-from soma_local.calibration.report import pct  # noqa: E402
-from soma_local.engine.pauses import PauseRule, pause_cuts  # noqa: E402
-from soma_local.s1.temperature import auroc  # noqa: E402
-from training.labels.readers import StateLabel, agreement, read_labels  # noqa: E402
-from training.states.reader_set import render_state, short_model, trace_key, write_jsonl  # noqa: E402
+from soma_local.calibration.metrics import ItemResult, Metrics, summarize
+from soma_local.calibration.recorded import load_all
+from soma_local.calibration.replay import ScannedTrace, replay_item
+from soma_local.calibration.report import pct
+from soma_local.calibration.thresholds import H_GRID, Objective, choose_threshold
+from soma_local.data_dir import data_dir
+from soma_local.engine.pauses import PauseRule, pause_cuts
+from soma_local.errors import DataError
+from soma_local.s1.temperature import auroc
+from soma_local.s2.models import GgufVocab, resolve_gguf
+from training.labels.readers import StateLabel, agreement, read_labels
+from training.states.reader_set import render_state, short_model, trace_key, write_jsonl
 
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "data" / "replay_reader_labels.jsonl"

@@ -1,6 +1,6 @@
 """Re-render the Pareto plot of finished replays from their results files (no S1, no traces needed).
 
-  python benchmarks/replot_replay.py benchmarks/results/replay_*/replay_results.json
+  python -m benchmarks.replot_replay benchmarks/results/replay_*/replay_results.json
 
 Writes ``pareto.png`` beside each ``replay_results.json``.
 """
@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.calibration.report import replay_plot  # noqa: E402
+from soma_local.calibration.report import replay_plot
 
 
 def main() -> int:

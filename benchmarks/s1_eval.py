@@ -1,8 +1,8 @@
 """AUROC / ECE / Brier of S1 backends on labelled S1 states, side by side (default: s1_labels/gold_dev.jsonl).
 
-    python benchmarks/s1_eval.py                                   # the shipped classifier
-    python benchmarks/s1_eval.py --s1 classifier --s1 classifier:minilm-rules --s1 keywords
-    python benchmarks/s1_eval.py --s1 readout                      # the SmolLM2 yes/no readout (slow on a CPU)
+    python -m benchmarks.s1_eval                                   # the shipped classifier
+    python -m benchmarks.s1_eval --s1 classifier --s1 classifier:minilm-rules --s1 keywords
+    python -m benchmarks.s1_eval --s1 readout                      # the SmolLM2 yes/no readout (slow on a CPU)
 
 Each state is scored for the monitor it was labelled for, with that monitor's statement from
 ``monitors/``; labels are the reader's probabilities (p >= 0.5 counts as positive for AUROC).
@@ -21,16 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.data_dir import data_dir  # noqa: E402
-from soma_local.engine.adapters import attach_adapters  # noqa: E402
-from soma_local.engine.monitors import resolve_monitors  # noqa: E402
-from soma_local.s1.base import S1Query  # noqa: E402
-from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.s1.temperature import auroc, evaluate  # noqa: E402
-from training.labels.examples import Example, read_labelled  # noqa: E402
-from soma_local.s1.cues import ATTEMPT, DOUBT, RECHECK  # noqa: E402
+from soma_local.data_dir import data_dir
+from soma_local.engine.adapters import attach_adapters
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.s1.base import S1Query
+from soma_local.s1.cues import ATTEMPT, DOUBT, RECHECK
+from soma_local.s1.factory import load_s1
+from soma_local.s1.temperature import auroc, evaluate
+from training.labels.examples import Example, read_labelled
 
 KEYWORDS = "keywords"
 _PATTERNS = {"overthinking": [RECHECK], "unanswerable": [DOUBT, ATTEMPT]}

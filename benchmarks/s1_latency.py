@@ -1,6 +1,6 @@
 """S1 scan latency and its cost relative to S2 decoding, on this machine.
 
-    python benchmarks/s1_latency.py [--s1 classifier] [--repeats 30]
+    python -m benchmarks.s1_latency [--s1 classifier] [--repeats 30]
 
 Prints p50 / p95 of one scan (a batch of the demo's three monitors by default, state filled to the S1's
 input limit from a real trace) and the ratio of that time to the time the default S2 takes to write
@@ -10,23 +10,19 @@ input limit from a real trace) and the ratio of that time to the time the defaul
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.calibration.recorded import load_traces  # noqa: E402
-from soma_local.s2.models import resolve_gguf  # noqa: E402
-from soma_local.data_dir import data_dir  # noqa: E402
-from soma_local.engine.monitors import resolve_monitors  # noqa: E402
-from soma_local.s1.base import S1Query  # noqa: E402
-from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt  # noqa: E402
-from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
+from soma_local.calibration.recorded import load_traces
+from soma_local.data_dir import data_dir
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.s1.base import S1Query
+from soma_local.s1.factory import load_s1
+from soma_local.s2.base import SamplingParams
+from soma_local.s2.formats import ThinkingFormat, prompt_for, prompt_ids
+from soma_local.s2.llama_cpp import LlamaCppS2
+from soma_local.s2.models import resolve_gguf
 
 INTERVAL = 256
 
@@ -48,8 +44,7 @@ def s1_latency(spec: str | None, monitors: list[str], repeats: int, task: str, r
 
 def s2_seconds_per_token(threads: int | None, question: str, runs: int = 3) -> tuple[float, str]:
     s2 = LlamaCppS2(resolve_gguf(None), n_ctx=2048, n_threads=threads, sampling=SamplingParams(seed=0))
-    prompt = render_prompt(s2.chat_template, model_path=str(s2.path), user=question, system=None,
-                           fmt=ThinkingFormat("prompted"), bos_token=s2.bos_token, eos_token=s2.eos_token)
+    prompt = prompt_for(s2, question, fmt=ThinkingFormat("prompted"))
     rates = []
     for _ in range(runs):
         s2.load_prompt(prompt_ids(s2, prompt))

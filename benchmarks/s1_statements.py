@@ -1,7 +1,7 @@
 """How well S1s read statements they were and were not trained on: the statement bank's test and eval
 pairs, per family, with negation agreement and whether p leaves the middle.
 
-    PYTHONPATH=. python benchmarks/s1_statements.py --s1 classifier:minilm-statements --s1 classifier:minilm-reader
+    python -m benchmarks.s1_statements --s1 classifier:minilm-statements --s1 classifier:minilm-reader
 
 `eval` states come from the half of the questions no S1 was trained on (replay's half); `test` from the
 training half's test questions. Held-out families (`held_out = true` in the bank) were never trained on,

@@ -8,29 +8,25 @@ Prints:
 "native" is what llama.cpp's own perf counters say the decodes cost (no sampling, no Python): the
 ceiling any loop can reach with this build. Usage:
 
-  .venv/bin/python benchmarks/s2_speed.py                       # embedded SmolLM2, 2 threads
-  .venv/bin/python benchmarks/s2_speed.py --model M.gguf --n-gpu-layers -1 --flash-attn
+  .venv/bin/python -m benchmarks.s2_speed                       # embedded SmolLM2, 2 threads
+  .venv/bin/python -m benchmarks.s2_speed --model M.gguf --n-gpu-layers -1 --flash-attn
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.s2.models import resolve_gguf  # noqa: E402
-from soma_local.engine.monitors import resolve_monitors  # noqa: E402
-from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_ids, render_prompt, system_prompt  # noqa: E402
-from soma_local.s2.llama_cpp import LlamaCppS2  # noqa: E402
-from soma_local.engine.pauses import PauseRule  # noqa: E402
-from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.s1.factory import load_s1
+from soma_local.s2.base import SamplingParams
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt
+from soma_local.s2.llama_cpp import LlamaCppS2
+from soma_local.s2.models import resolve_gguf
 
 PROMPTS = [
     "List the first twenty prime numbers and explain for each why it is prime.",
@@ -41,39 +37,25 @@ PROMPTS = [
 ]
 
 
-def native_eval(s2: LlamaCppS2) -> tuple[float, int]:
-    """(seconds, tokens) of single-token decodes since the last reset, per llama.cpp's counters."""
-    import llama_cpp
-
-    data = llama_cpp.llama_perf_context(s2._ctx)
-    return data.t_eval_ms / 1000.0, data.n_eval
-
-
 def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, sampling: SamplingParams) -> dict[str, float]:
-    import llama_cpp
-
     fmt = detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
     ours_tok = ours_s = native_s = 0.0
     native_tok = 0
     cc_tok = cc_s = 0.0
     for i, question in enumerate(prompts):
-        ids = prompt_ids(s2, render_prompt(
-            s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, False),
-            fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token,
-        ))
+        ids = prompt_ids(s2, prompt_for(s2, question, fmt=fmt, system=system_prompt(fmt, False)))
         # Our loop.
         s2.set_sampling(replace(sampling, seed=sampling.seed + i))
         s2.load_prompt(ids)
-        llama_cpp.llama_perf_context_reset(s2._ctx)
+        s2.reset_decode_counters()
         chunk = s2.generate(tokens)
-        ns, nt = native_eval(s2)
+        ns, nt = s2.decode_counters()
         ours_tok += len(chunk.ids)
         ours_s += chunk.seconds
         native_s += ns
         native_tok += nt
         # llama-cpp-python's completion path on the same context (prefix reused, so timing is decode).
-        s2.llm.reset()
-        s2._ids.clear()
+        s2.clear_context()
         s2.llm.eval(ids[:-1])
         t0 = time.perf_counter()
         out = s2.llm.create_completion(
@@ -82,9 +64,7 @@ def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, sampling: Samp
         )
         cc_s += time.perf_counter() - t0
         cc_tok += out["usage"]["completion_tokens"]
-        s2.llm.reset()
-        s2._ids.clear()
-        s2._lib.llama_memory_clear(s2._mem, True)
+        s2.clear_context()
     return {
         "native": native_tok / native_s if native_s else float("nan"),
         "ours": ours_tok / ours_s,

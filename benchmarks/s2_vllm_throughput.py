@@ -11,7 +11,7 @@ tokens/s of N=1, supervision at most 1.10x vanilla at N=8.
 
 Starts its own server (``.venv-vllm``, the embedded SmolLM2, bf16 as in serving) unless ``--url``:
 
-  PYTHONPATH=. SOMA_DATA_DIR=../shared/datasets python benchmarks/s2_vllm_throughput.py --questions 8 --max-tokens 256
+  SOMA_DATA_DIR=../shared/datasets python -m benchmarks.s2_vllm_throughput --questions 8 --max-tokens 256
 """
 
 from __future__ import annotations
@@ -24,19 +24,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from soma_local.bench.datasets import get_benchmark, load_items  # noqa: E402
-from soma_local.calibration.runs import sample  # noqa: E402
-from soma_local.s2.models import hf_folder  # noqa: E402
-from soma_local.engine.monitors import resolve_monitors  # noqa: E402
-from soma_local.s1.batched import BatchedS1  # noqa: E402
-from soma_local.s1.factory import load_s1  # noqa: E402
-from soma_local.s2.base import SamplingParams  # noqa: E402
-from soma_local.engine.pauses import PauseRule  # noqa: E402
-from soma_local.s2.vllm import ServerStats, VllmS2  # noqa: E402
-from soma_local.s2.vllm_server import local_vllm  # noqa: E402
-from soma_local.engine.supervise import RunConfig, supervise  # noqa: E402
+from soma_local.bench.datasets import get_benchmark, load_items
+from soma_local.calibration.runs import sample
+from soma_local.engine.monitors import resolve_monitors
+from soma_local.engine.pauses import PauseRule
+from soma_local.engine.supervise import RunConfig, supervise
+from soma_local.s1.batched import BatchedS1
+from soma_local.s1.factory import load_s1
+from soma_local.s2.base import SamplingParams
+from soma_local.s2.models import hf_folder
+from soma_local.s2.vllm import ServerStats, VllmS2
+from soma_local.s2.vllm_server import local_vllm
 
 
 def run_setting(url: str, model: str, questions: list[str], n: int, s1: BatchedS1 | None, args) -> dict:

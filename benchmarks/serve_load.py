@@ -3,7 +3,7 @@ them malformed. Prints requests/s, p50/p95 latency of the valid requests, how th
 answered (they must all be 4xx, never 5xx) and the error count. Bounded: C*R requests and a wall
 limit; the server runs in-process on a free 127.0.0.1 port.
 
-    PYTHONPATH=. python benchmarks/serve_load.py [--s1 SPEC] [--clients 32] [--requests 4] [--bad-every 4]
+    python -m benchmarks.serve_load [--s1 SPEC] [--clients 32] [--requests 4] [--bad-every 4]
 
 Mixed mode (``--heavy H``): H of the C clients send heavy requests (a 255-option choice over a
 1,900-character state, the issue-13 example) and the others one-question light requests, all in a
@@ -12,7 +12,7 @@ loop for ``--duration`` seconds; then nothing new is sent and whatever is still 
 ones in flight (an abandoned light request counts at the time it had waited, a lower bound) and the
 share over the SDK's 10 s timeout. Uses only ``create_app(s1)``, so it runs on older code too:
 
-    PYTHONPATH=. python benchmarks/serve_load.py --clients 32 --heavy 4 --duration 60
+    python -m benchmarks.serve_load --clients 32 --heavy 4 --duration 60
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ Why this exists: llama.cpp (built with OpenMP, as llama-cpp-python builds it) sy
 at a barrier after every operation of every token, and OpenMP threads spin while they wait. When the
 threads take every core, anything else that wants a core (the terminal drawing the streamed tokens,
 another program, another user) preempts one of them and the others spin until it comes back, so
-decoding collapses. `benchmarks/s2_speed.py` streams nothing, which is why it did not show this.
+decoding collapses. `python -m benchmarks.s2_speed` streams nothing, which is why it did not show this.
 
 For each background (as it is, then with one core kept busy by a spin loop) and each OpenMP wait
 policy (spin, the default; passive), one child process decodes the same greedy continuation at
 every thread count, writing each token to a pseudo-terminal that another process drains.
 
-  PYTHONPATH=. .venv/bin/python benchmarks/threads.py [--tokens 120] [--repeats 2] [--model M.gguf]
+  .venv/bin/python -m benchmarks.threads [--tokens 120] [--repeats 2] [--model M.gguf]
 """
 
 from __future__ import annotations
@@ -21,33 +21,27 @@ import os
 import pty
 import subprocess
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 QUESTION = "Write a long story about a cat who learns arithmetic, with every sum worked out."
 
 
 def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> None:
     """Runs in a fresh process (the wait policy is read when OpenMP loads): prints one JSON line."""
-    import llama_cpp
-
     from soma_local.s2.models import resolve_gguf
     from soma_local.s2.base import SamplingParams
-    from soma_local.s2.formats import ThinkingFormat, prompt_ids, render_prompt
+    from soma_local.s2.formats import ThinkingFormat, prompt_for, prompt_ids
     from soma_local.s2.llama_cpp import LlamaCppS2
 
     # Built with one thread (so soma leaves the wait policy to this script), then set per measurement.
     s2 = LlamaCppS2(resolve_gguf(model), n_ctx=2048, n_threads=1, sampling=SamplingParams(temperature=0))
-    ids = prompt_ids(s2, render_prompt(s2.chat_template, model_path=s2.name, user=QUESTION, system=None,
-                                       fmt=ThinkingFormat("prompted"), bos_token=s2.bos_token, eos_token=s2.eos_token))
+    ids = prompt_ids(s2, prompt_for(s2, QUESTION, fmt=ThinkingFormat("prompted")))
     master, slave = pty.openpty()
     terminal = subprocess.Popen(["cat"], stdin=master, stdout=subprocess.DEVNULL)  # a terminal's reader
     tty = os.fdopen(slave, "wb", buffering=0)
     rates: dict[int, list[float]] = {t: [] for t in threads}
     for _ in range(repeats):
         for t in threads:
-            llama_cpp.llama_set_n_threads(s2._ctx, t, t)
+            s2.set_threads(t)
             s2.load_prompt(ids)
             chunk = s2.generate(tokens, on_piece=tty.write)
             rates[t].append(len(chunk.ids) / chunk.seconds)
@@ -81,8 +75,9 @@ def main() -> None:
                 env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
                 if policy == "passive":
                     env["OMP_WAIT_POLICY"] = "PASSIVE"
-                cmd = [sys.executable, __file__, "--child", "--tokens", str(args.tokens), "--repeats",
-                       str(args.repeats), "--threads", ",".join(map(str, threads))] + (["--model", args.model] if args.model else [])
+                cmd = [sys.executable, "-m", "benchmarks.threads", "--child", "--tokens", str(args.tokens),
+                       "--repeats", str(args.repeats), "--threads", ",".join(map(str, threads))]
+                cmd += ["--model", args.model] if args.model else []
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
                 rates = json.loads(out.strip().splitlines()[-1])
                 print(f"{background:<16} {policy:<12} " + " ".join(f"{rates[str(t)]:8.1f}" for t in threads), flush=True)

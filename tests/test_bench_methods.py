@@ -16,6 +16,7 @@ from conftest import ScriptedS1
 PROMPT = "List the first twenty prime numbers and explain for each why it is prime."
 # The embedded model rarely closes thinking; a stop text it never writes keeps it thinking.
 FMT = ThinkingFormat("prompted", close="</never-closes>")
+(OVERTHINKING,) = resolve_monitors(["overthinking"])
 
 
 def engine(s2, **kw) -> Engine:
@@ -27,8 +28,8 @@ def engine(s2, **kw) -> Engine:
 
 def test_budget_sweep_equals_vanilla_and_a_real_forced_run(s2):
     e = engine(s2)
-    vanilla = Vanilla().run(PROMPT, "overthinking", e)
-    sweep = BudgetForcing([40], answer_tokens=24).run(PROMPT, "overthinking", e)
+    vanilla = Vanilla().run(PROMPT, OVERTHINKING, e)
+    sweep = BudgetForcing([40], answer_tokens=24).run(PROMPT, OVERTHINKING, e)
     # The main line is vanilla token for token: branches never touch the sampler.
     assert sweep.thinking == vanilla.thinking and sweep.answer == vanilla.answer
     (forced,) = sweep.extras["forced"]
@@ -42,8 +43,8 @@ def test_budget_sweep_equals_vanilla_and_a_real_forced_run(s2):
 
 def test_dynasor_probes_are_branches_and_count(s2):
     e = engine(s2)
-    vanilla = Vanilla().run(PROMPT, "overthinking", e)
-    out = DynasorSweep(interval=32, probe_tokens=8).run(PROMPT, "overthinking", e)
+    vanilla = Vanilla().run(PROMPT, OVERTHINKING, e)
+    out = DynasorSweep(interval=32, probe_tokens=8).run(PROMPT, OVERTHINKING, e)
     assert out.thinking == vanilla.thinking
     probes = out.extras["probes"]
     assert [p["thinking_tokens"] for p in probes] == list(range(32, 32 * len(probes) + 1, 32)) and probes
@@ -52,20 +53,19 @@ def test_dynasor_probes_are_branches_and_count(s2):
 
 def test_deer_peeks_at_wait_without_changing_the_run(s2):
     e = engine(s2)
-    vanilla = Vanilla().run(PROMPT, "overthinking", e)
-    out = Deer(threshold=1.01).run(PROMPT, "overthinking", e)  # never confident: runs to the end
+    vanilla = Vanilla().run(PROMPT, OVERTHINKING, e)
+    out = Deer(threshold=1.01).run(PROMPT, OVERTHINKING, e)  # never confident: runs to the end
     assert out.thinking == vanilla.thinking and out.tokens.probe > 0
     for check in out.extras["checks"]:  # a check happens only where S2 then writes "Wait"
         assert 0.0 <= check["confidence"] <= 1.0
 
 
 def test_soma_readout_keeps_the_trace_for_read_off(s2):
-    monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
-    e = engine(s2, s1=ScriptedS1([0.9, 0.8, 0.8]), monitors=monitors)
-    out = SomaReadout().run(PROMPT, "overthinking", e)
+    e = engine(s2, s1=ScriptedS1([0.9, 0.8, 0.8]))
+    out = SomaReadout().run(PROMPT, OVERTHINKING, e)
     kinds = [r["type"] for r in out.records]
     assert kinds[0] == "run_start" and "reminder" in kinds and "branch" in kinds
     # The inserted paragraph is in the output and never in S2's own thinking. (S2 may write "<reminder>"
     # itself: SmolLM2 echoes the tag with words of its own on some CPUs, so the check is on what was inserted.)
-    inserted = f"<reminder>{monitors['overthinking'].reminder}</reminder>"
+    inserted = f"<reminder>{OVERTHINKING.reminder}</reminder>"
     assert inserted in out.extras["output"] and inserted not in out.thinking

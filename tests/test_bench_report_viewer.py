@@ -76,10 +76,10 @@ def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_pat
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
         pytest.skip("no headless browser installed (apt-get install -y chromium)")
-    monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
+    (monitor,) = resolve_monitors(["overthinking"])
     engine = Engine(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), s1=ScriptedS1([0.9, 0.8, 0.8]),
-                    monitors=monitors, pause=PauseRule(48, 16), max_tokens=200, thinking=NEVER_CLOSES)
-    outcome = SomaReadout().run(QUESTION, "overthinking", engine)
+                    pause=PauseRule(48, 16), max_tokens=200, thinking=NEVER_CLOSES)
+    outcome = SomaReadout().run(QUESTION, monitor, engine)
     assert sum(r["type"] == "scan" for r in outcome.records) >= 2
     path = tmp_path / "soma.jsonl"
     f = ResultFile(path, {})
@@ -89,7 +89,7 @@ def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_pat
     run = lambda *a: subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", *a, html.as_uri()],
                                     capture_output=True, timeout=120)
     dom = run("--dump-dom").stdout.decode()
-    assert '<mark class="reminder"' in dom and monitors["overthinking"].reminder in dom
+    assert '<mark class="reminder"' in dom and monitor.reminder in dom
     assert dom.count('class="p"') == dom.count('class="S"') >= 2  # p and S for every scan
     assert '<mark class="takeover"' in dom  # the read-off takeover at h=1
     assert dom.count('class="takeover"') == 2 and "takeover read off at h = 1" in dom  # a line the legend names

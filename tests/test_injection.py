@@ -8,7 +8,7 @@ not change what the engine believes S2 is doing.
 
 from soma_local.engine.monitors import Monitor, Takeover, resolve_monitors
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_ids, render_prompt, system_prompt
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.engine.trace import Reminder
@@ -22,8 +22,7 @@ TAGS = ("List the first twenty prime numbers and explain for each why it is prim
 
 def _ids(s2, question):
     fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
-    prompt = render_prompt(s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, True),
-                           fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token)
+    prompt = prompt_for(s2, question, fmt=fmt, system=system_prompt(fmt, True))
     return prompt, prompt_ids(s2, prompt)
 
 

@@ -1,6 +1,6 @@
 """Jev end to end: our adapter pointed at our own server equals the local S1 called directly, and a
 supervised run with the ``jev`` S1 against a faulty jevcompat mock completes with the failed scans in
-its trace (``benchmarks/jev_faults.py`` runs the CLI under every fault)."""
+its trace (``python -m benchmarks.jev_faults`` runs the CLI under every fault)."""
 
 import pytest
 from jevcompat.mock import MockConfig

@@ -63,3 +63,43 @@ def test_s1_uses_s2_only_to_run_a_language_model_s1():
         if targets:
             found[str(path.relative_to(ROOT.parent))] = targets
     assert found == S1_USES_OF_S2
+
+
+
+# Beside the package, above every layer: benchmarks/ and training/ are packages of the installed project
+# too (pyproject.toml), run as ``python -m benchmarks.NAME`` and ``python -m training.NAME``.
+SCRIPTS = ("benchmarks", "training")
+
+
+def _is_sys_path(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name) \
+        and node.value.id == "sys"
+
+
+def _is_private(node: ast.AST) -> bool:
+    """``obj._name``, where obj is not the object's own ``self`` or ``cls``."""
+    return isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+
+
+def test_the_script_packages_stand_above_the_engine_and_find_it_installed():
+    """The engine imports neither script package; they find it as installed, never by editing sys.path;
+    and a benchmark reads another object's public names only (a runtime grows a method for what it
+    measures: ``LlamaCppS2.decode_counters``), so a change inside the engine cannot break one unseen."""
+    climbs = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            climbs += [f"{path.relative_to(ROOT.parent)}:{node.lineno}" for n in names if n.split(".")[0] in SCRIPTS]
+    assert not climbs, climbs
+    edits, private = [], []
+    for folder in SCRIPTS:
+        assert (ROOT.parent / folder / "__init__.py").is_file()
+        for path in sorted((ROOT.parent / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                where = f"{path.relative_to(ROOT.parent)}:{getattr(node, 'lineno', 0)}"
+                edits += [where] if _is_sys_path(node) else []
+                private += [f"{where} .{node.attr}"] if folder == "benchmarks" and _is_private(node) else []
+    assert not edits, f"sys.path edited: {edits}"
+    assert not private, f"private fields read: {private}"

@@ -4,7 +4,7 @@ import pytest
 
 from soma_local.errors import ModelFileError
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, render_prompt, system_prompt
 from soma_local.s2.formats import prompt_ids as ids_of
 from soma_local.s2.llama_cpp import LlamaCppS2
 from soma_local.engine.pauses import PauseRule
@@ -15,11 +15,7 @@ QUESTION = "List the first twenty prime numbers and explain for each why it is p
 
 def prompt_ids(s2, question=QUESTION):
     fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
-    prompt = render_prompt(
-        s2.chat_template, model_path=s2.name, user=question, system=system_prompt(fmt, True),
-        fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token,
-    )
-    return ids_of(s2, prompt)
+    return ids_of(s2, prompt_for(s2, question, fmt=fmt, system=system_prompt(fmt, True)))
 
 
 def fresh(s2, seed):
@@ -33,6 +29,35 @@ def test_prompted_thinking_is_detected_and_prefilled(s2):
     text = render_prompt(s2.chat_template, model_path="m", user="hi", system=None, fmt=fmt).text
     assert text.endswith("<|im_start|>assistant\n<think>\n")
     assert detect_thinking("{{ '<think>' }}", True).mode == "native"
+
+
+def test_prompt_for_renders_the_prompts_the_call_sites_rendered_by_hand(s2):
+    """Six call sites once passed a backend's template, name, bos and eos to ``render_prompt`` by hand;
+    ``prompt_for`` does it for them and must give the same prompt byte for byte (the demo transcript and
+    the paper's tables depend on it): the hand-written expression, and SmolLM2's ChatML spelled out."""
+    prompted = ThinkingFormat("prompted")
+    for fmt in (prompted, ThinkingFormat("native"), ThinkingFormat("prompted", close="</never>")):
+        for system in (None, system_prompt(fmt, True), system_prompt(fmt, False, extra="Be brief.")):
+            by_hand = render_prompt(s2.chat_template, model_path=s2.name, user=QUESTION, system=system,
+                                    fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token)
+            assert prompt_for(s2, QUESTION, fmt=fmt, system=system) == by_hand
+    supervised = prompt_for(s2, "What is 2+2?", fmt=prompted, system=system_prompt(prompted, True))
+    assert supervised.parts == (
+        ("<|im_start|>system\n", True),
+        ("Think step by step inside <think> and </think> tags before answering. After </think>, give the final "
+         "answer within \\boxed{}. While you think, a monitor may insert a <reminder>. When you see one, follow "
+         "its instruction briefly inside your reasoning, then continue as you judge best.", False),
+        ("<|im_end|>\n<|im_start|>user\n", True),
+        ("What is 2+2?", False),
+        ("<|im_end|>\n<|im_start|>assistant\n<think>\n", True),
+    )
+    bare = prompt_for(s2, "What is 2+2?", fmt=prompted)  # the template's own default system text
+    assert bare.parts == (
+        ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+         "<|im_start|>user\n", True),
+        ("What is 2+2?", False),
+        ("<|im_end|>\n<|im_start|>assistant\n<think>\n", True),
+    )
 
 
 def test_missing_chat_template_and_missing_file_are_named():
@@ -106,6 +131,25 @@ def test_a_prompt_gets_the_same_logits_whatever_ran_before(s2):
     s2.generate(20)
     s2.load_prompt(prompt)
     assert (s2.next_logits() == fresh_logits).all()  # bit for bit
+
+
+def test_the_speed_benchmark_measures_through_public_methods(s2):
+    """``benchmarks/s2_speed.py`` reads llama.cpp's own decode counters and runs llama-cpp-python's
+    completion on the same context through these methods, not through the runtime's private fields."""
+    s2.set_sampling(SamplingParams(temperature=0))
+    ids = prompt_ids(s2)
+    s2.load_prompt(ids)
+    s2.reset_decode_counters()
+    chunk = s2.generate(8)
+    seconds, tokens = s2.decode_counters()
+    assert 0 < tokens <= len(chunk.ids) and seconds > 0  # the single-token decodes of this chunk
+    s2.clear_context()
+    assert s2.position == 0
+    s2.llm.eval(ids[:-1])
+    assert s2.llm.create_completion(ids, max_tokens=8, temperature=0)["usage"]["completion_tokens"] > 0
+    s2.clear_context()
+    s2.load_prompt(ids)
+    assert s2.generate(8).ids == chunk.ids, "after llm's own run, the context starts clean"
 
 
 def test_stop_text_split_across_tokens_is_found(s2):

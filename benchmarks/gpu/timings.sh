@@ -27,13 +27,13 @@ cd $REPO
 python3 -c "import llama_cpp; print('gpu offload', llama_cpp.llama_supports_gpu_offload())" || exit 1
 VOCAB=$SCRATCH/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-qwen2.gguf
 GG=$SCRATCH/llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py
-PYTHONPATH=$PYTHONPATH:$GG python3 benchmarks/random_gguf.py --vocab $VOCAB --shape qwen3-0.6b --out $SCRATCH/r06.gguf
+PYTHONPATH=$PYTHONPATH:$GG python3 -m benchmarks.random_gguf --vocab $VOCAB --shape qwen3-0.6b --out $SCRATCH/r06.gguf
 el gen06
-timeout 90 python3 benchmarks/s2_speed.py --model $SCRATCH/r06.gguf --n-gpu-layers -1 --top-k 20 --tokens 512 --prompts 4 --s1 readout:$SCRATCH/r06.gguf --scan-interval 256 2>&1 | tee $OUT/speed_06_gpu.txt
+timeout 90 python3 -m benchmarks.s2_speed --model $SCRATCH/r06.gguf --n-gpu-layers -1 --top-k 20 --tokens 512 --prompts 4 --s1 readout:$SCRATCH/r06.gguf --scan-interval 256 2>&1 | tee $OUT/speed_06_gpu.txt
 el bench06
-PYTHONPATH=$PYTHONPATH:$GG timeout 120 python3 benchmarks/random_gguf.py --vocab $VOCAB --shape qwen3-8b --out $SCRATCH/r8b.gguf
+PYTHONPATH=$PYTHONPATH:$GG timeout 120 python3 -m benchmarks.random_gguf --vocab $VOCAB --shape qwen3-8b --out $SCRATCH/r8b.gguf
 el gen8b
-timeout 120 python3 benchmarks/s2_speed.py --model $SCRATCH/r8b.gguf --n-gpu-layers -1 --top-k 20 --tokens 512 --prompts 3 --s1 none 2>&1 | tee $OUT/speed_8b_gpu.txt
+timeout 120 python3 -m benchmarks.s2_speed --model $SCRATCH/r8b.gguf --n-gpu-layers -1 --top-k 20 --tokens 512 --prompts 3 --s1 none 2>&1 | tee $OUT/speed_8b_gpu.txt
 el bench8b
-timeout 60 python3 benchmarks/s2_speed.py --model $SCRATCH/r06.gguf --n-gpu-layers 0 --threads 2 --top-k 20 --tokens 64 --prompts 2 --s1 none 2>&1 | tee $OUT/speed_06_cpu2.txt
+timeout 60 python3 -m benchmarks.s2_speed --model $SCRATCH/r06.gguf --n-gpu-layers 0 --threads 2 --top-k 20 --tokens 64 --prompts 2 --s1 none 2>&1 | tee $OUT/speed_06_cpu2.txt
 el done

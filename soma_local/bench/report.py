@@ -1,9 +1,13 @@
-"""The paper's tables from result files: Table 2 (overthinking), Table 3 (unanswerable), Table 4
+"""The paper's tables from result files, for any monitor: Table 2 (a monitor whose objective is
+fewest tokens: the paper's overthinking), Table 3 (objective abstention: unanswerable), Table 4
 (ablations) as Markdown and CSV, and Figure 3 (token-quality Pareto plot) as PNG.
 
-Tuned parameters (SOMA's h, the BF budget, Dynasor's interval and k) are chosen on the calibration
-sets' results of the same S2 model, then read off the test runs. Within a benchmark only questions
-that every row has are compared, so a partial run still gives a fair table; n says how many.
+A table is one monitor's (the results' *scenario*): its file's objective picks the metrics and which
+baselines are reported, its ``calibration_data`` are the sets parameters are tuned on, and every other
+set measured with it is a test set. Tuned parameters (SOMA's h, the BF budget, Dynasor's interval and k)
+are chosen on the calibration sets' results of the same S2 model, then read off the test runs. Within a
+benchmark only questions that every row has are compared, so a partial run still gives a fair table; n
+says how many.
 """
 
 from __future__ import annotations
@@ -13,15 +17,17 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from soma_local.bench import score
-from soma_local.bench.datasets import BENCHMARKS
+from soma_local.bench.datasets import question_set
+from soma_local.bench.methods import METHODS
 from soma_local.bench.results import ResultLine, read_results
 from soma_local.calibration.selection import Selection
 from soma_local.calibration.thresholds import monitor_objective
 from soma_local.calibration.metrics import ItemResult, Metrics, summarize
-from soma_local.engine.monitors import resolve_monitors
+from soma_local.engine.monitors import Monitor, ObjectiveKind, resolve_monitors
+from soma_local.errors import DataError
 
 
 # How to read the tables, written above them.
@@ -50,41 +56,69 @@ class Row:
     ablation: bool = False
 
 
-def load(results: Path) -> dict[str, dict[str, dict[str, list[ResultLine]]]]:
-    """model -> benchmark -> method -> lines."""
-    out: dict = defaultdict(lambda: defaultdict(dict))
+# What a table reports, by the monitor's objective: its number in the paper and its metrics.
+TABLES: dict[ObjectiveKind, tuple[int, list[str]]] = {
+    "fewest_tokens": (2, ["accuracy", "tokens"]),
+    "abstention": (3, ["abstention", "accuracy", "false_abstention", "tokens"]),
+}
+
+
+def load(results: Path) -> dict[str, dict[str, dict[str, dict[str, list[ResultLine]]]]]:
+    """model -> scenario (the monitor) -> benchmark -> method -> lines."""
+    out: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     for path in sorted(results.rglob("*.jsonl")):
         lines = list(read_results(path))
         if lines:
-            out[lines[0].model][lines[0].benchmark][lines[0].method] = lines
+            first = lines[0]
+            out[first.model][first.scenario][first.benchmark][first.method] = lines
     return out
 
 
-def _calibration(by_bench: dict, scenario: str, method: str) -> list[ResultLine]:
-    return [
-        line
-        for name, methods in by_bench.items()
-        if BENCHMARKS[name].calibration and BENCHMARKS[name].scenario == scenario
-        for line in methods.get(method, [])
-    ]
+def scenario_monitors(scenarios: Iterable[str], given: Iterable[Monitor] = ()) -> dict[str, Monitor]:
+    """The monitor of each scenario in the results: one the user passed (``--monitor``), else the
+    shipped one of that name."""
+    given = {m.name: m for m in given}
+    out = {}
+    for name in scenarios:
+        if name not in given:
+            try:
+                (given[name],) = resolve_monitors([name])
+            except Exception as exc:
+                raise DataError(f"results measured with monitor '{name}': pass its file with --monitor FILE.toml "
+                                f"({exc})") from None
+        out[name] = given[name]
+    return out
 
 
-def rows_for(scenario: str, by_bench: dict, delta: float, selection: Selection = Selection()) -> tuple[list[Row], dict]:
+def calibration_sets(monitor: Monitor) -> set[str]:
+    """The sets a monitor's parameters are tuned on: its file's ``calibration_data``, by set name."""
+    return {question_set(ref).name for ref in monitor.calibration_data}
+
+
+def _calibration(by_bench: dict, monitor: Monitor, method: str) -> list[ResultLine]:
+    names = calibration_sets(monitor)
+    return [line for name, methods in by_bench.items() if name in names for line in methods.get(method, [])]
+
+
+def rows_for(monitor: Monitor, by_bench: dict, delta: float, selection: Selection = Selection()) -> tuple[list[Row], dict]:
     """The table's rows and the parameters chosen for them (with where each came from). Every
-    parameter is chosen on the calibration sets by the scenario's objective (``soma calibrate``'s); h by
-    ``selection``, as ``soma calibrate`` chooses it, the baselines' parameters by the paper's point rule."""
+    parameter is chosen on the calibration sets by the monitor's objective (``soma calibrate``'s); h by
+    ``selection``, as ``soma calibrate`` chooses it, the baselines' parameters by the paper's point rule.
+    A baseline is a row where the method table reports it for this objective."""
     chosen: dict = {}
-    (monitor,) = resolve_monitors([scenario])
     objective = monitor_objective(monitor, delta)
 
+    def reported(method: str) -> bool:
+        return METHODS[method].applies(monitor.objective)
+
     def tuned(label: str, method: str, calibrate, fallback, fallback_why: str):
-        cal = _calibration(by_bench, scenario, method)
+        cal = _calibration(by_bench, monitor, method)
         value = calibrate(cal, objective) if cal else fallback
         chosen[label] = (value, f"calibrated on {len(cal)} questions" if cal else fallback_why)
         return value
 
     def tuned_h(label: str, method: str) -> float:
-        cal = _calibration(by_bench, scenario, method)
+        cal = _calibration(by_bench, monitor, method)
         if not cal:
             chosen[label] = (monitor.default_threshold, "monitor default (no calibration runs)")
             return monitor.default_threshold
@@ -95,7 +129,7 @@ def rows_for(scenario: str, by_bench: dict, delta: float, selection: Selection =
     h = tuned_h("SOMA h", "soma")
     h_nr = tuned_h("No-reminder h", "no_reminder")
     rows = [Row("Vanilla", "vanilla", score.plain)]
-    if scenario == "overthinking":
+    if reported("budget_forcing"):
         budget = tuned("BF budget", "budget_forcing", score.calibrate_budget, None, "no calibration runs: unforced")
         rows.append(Row(f"BF (B={budget})", "budget_forcing", lambda line, b=budget: score.budget_at(line, b)))
     rows.append(Row("DEER", "deer", score.plain))
@@ -108,8 +142,9 @@ def rows_for(scenario: str, by_bench: dict, delta: float, selection: Selection =
             lambda line, i=interval, k=k: score.dynasor_at(line, i or line.settings["method"]["interval"], k),
         )
     )
-    if scenario == "unanswerable":
+    if reported("abstention_prompt"):
         rows.append(Row("AbstentionBench prompt", "abstention_prompt", score.plain))
+    if reported("ses"):
         rows.append(Row("SES", "ses", score.plain))
     rows.append(Row(f"SOMA (h={h:g})", "soma", lambda line, h=h: score.readout_at(line, h)))
     rows.append(Row("Remind-only (h=inf)", "soma", lambda line: score.readout_at(line, math.inf), ablation=True))
@@ -141,16 +176,17 @@ def _tok(x: float | None, base: float | None) -> str:
     return "-" if not base else f"{100 * (x - base) / base:+.0f}%"
 
 
-def scenario_report(model: str, scenario: str, by_bench: dict, delta: float, selection: Selection = Selection()):
-    """Markdown lines, CSV rows and plot points for one model and scenario."""
-    rows, chosen = rows_for(scenario, by_bench, delta, selection)
-    tests = [b for b in by_bench if not BENCHMARKS[b].calibration and BENCHMARKS[b].scenario == scenario]
-    per_bench = {b: _table(rows, by_bench[b]) for b in tests}
+def scenario_report(model: str, monitor: Monitor, by_bench: dict, delta: float, selection: Selection = Selection()):
+    """Markdown lines, CSV rows and plot points for one model and one monitor's results (``by_bench``)."""
+    scenario = monitor.name
+    rows, chosen = rows_for(monitor, by_bench, delta, selection)
+    calibration = calibration_sets(monitor)
+    per_bench = {b: _table(rows, by_bench[b]) for b in by_bench if b not in calibration}
     per_bench = {b: t for b, t in per_bench.items() if t}
     if not per_bench:
         return [], [], {}
     names = [r.name for r in rows if any(r.name in t for t in per_bench.values())]
-    metrics = ["accuracy", "tokens"] if scenario == "overthinking" else ["abstention", "accuracy", "false_abstention", "tokens"]
+    number, metrics = TABLES[monitor.objective]
     label = {"accuracy": "Acc", "tokens": "Tok", "abstention": "Abs", "false_abstention": "FA"}
     csv_rows, plot = [], {}
 
@@ -180,7 +216,7 @@ def scenario_report(model: str, scenario: str, by_bench: dict, delta: float, sel
         header += [f"{b} {label[m]} (n={n})" for m in metrics]
     header += [f"Avg {label[m]}" for m in metrics] + [f"Avg/bench {label[m]}" for m in metrics]
     md = [
-        f"### {model}: {'Table 2 (overthinking)' if scenario == 'overthinking' else 'Table 3 (unanswerable)'}",
+        f"### {model}: Table {number} ({scenario})",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -233,11 +269,10 @@ _STYLE = {
     "Vanilla": ("black", "o"), "BF": ("C1", "s"), "DEER": ("C2", "^"), "Dynasor-CoT": ("C9", "v"),
     "AbstentionBench prompt": ("C4", "D"), "SES": ("C5", "P"), "SOMA": ("C3", "*"),
 }
-_PANELS = {  # scenario -> (field, y label, higher is better, title) per panel
-    "overthinking": [("accuracy", "accuracy (%)", True, "overthinking: accuracy")],
-    "unanswerable": [("abstention", "abstention on unanswerable (%)", True, "unanswerable: abstention"),
-                     ("false_abstention", "false abstention on answerable (%)", False,
-                      "unanswerable: false abstention")],
+_PANELS: dict[ObjectiveKind, list[tuple[str, str, bool, str]]] = {  # (field, y label, higher is better, title)
+    "fewest_tokens": [("accuracy", "accuracy (%)", True, "accuracy")],
+    "abstention": [("abstention", "abstention on unanswerable (%)", True, "abstention"),
+                   ("false_abstention", "false abstention on answerable (%)", False, "false abstention")],
 }
 
 
@@ -246,10 +281,11 @@ def method_of(row_name: str) -> str:
     return row_name.split(" (", 1)[0]
 
 
-def pareto_plot(points: dict, path: Path) -> None:
-    """Figure 3: quality against token change relative to Vanilla, one row of panels per S2 model
-    (overthinking accuracy; unanswerable abstention and its false abstention), the Pareto frontier
-    drawn in each. Methods are told apart by marker, named once in a legend below the panels."""
+def pareto_plot(points: dict, objectives: dict[str, ObjectiveKind], path: Path) -> None:
+    """Figure 3: quality against token change relative to Vanilla, one row of panels per S2 model and
+    a column per monitor's quality measure (fewest tokens: accuracy; abstention: abstention and false
+    abstention), the Pareto frontier drawn in each. Methods are told apart by marker, named once in a
+    legend below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -258,10 +294,11 @@ def pareto_plot(points: dict, path: Path) -> None:
 
     from soma_local.calibration.plotting import axis_span, pareto_front
 
-    columns = [(sc, panel) for sc in _PANELS for panel in _PANELS[sc] if any(points[m].get(sc) for m in points)]
+    columns = [(sc, panel) for sc in sorted(objectives) for panel in _PANELS[objectives[sc]]
+               if any(points[m].get(sc) for m in points)]
     models = [m for m in points if any(points[m].values())]
     if not columns or not models:
-        columns, models = [("overthinking", _PANELS["overthinking"][0])], list(points) or ["(no results)"]
+        columns, models = [("any monitor", _PANELS["fewest_tokens"][0])], list(points) or ["(no results)"]
     fig, axes = plt.subplots(len(models), len(columns), figsize=(4.6 * len(columns), 3.7 * len(models) + 0.9),
                              squeeze=False)
     seen: dict[str, None] = {}
@@ -298,7 +335,7 @@ def pareto_plot(points: dict, path: Path) -> None:
             ax.axvline(0, color="0.85", lw=0.8, zorder=0)
             ax.set_xlabel("tokens vs Vanilla (%)", fontsize=9)
             ax.set_ylabel(ylabel + ("\nhigher is better" if higher else "\nlower is better"), fontsize=9)
-            ax.set_title(f"{model} · {title}", fontsize=9)
+            ax.set_title(f"{model} · {scenario}: {title}", fontsize=9)
             ax.tick_params(labelsize=8)
             ax.grid(alpha=0.3)
     handles = [Line2D([], [], ls="", marker=_STYLE.get(m, ("grey", "x"))[1], ms=9 if m != "SOMA" else 11, mfc="none",
@@ -313,13 +350,17 @@ def pareto_plot(points: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_reports(results: Path, out: Path, delta: float = 0.0, selection: Selection = Selection()) -> list[Path]:
+def write_reports(results: Path, out: Path, delta: float = 0.0, selection: Selection = Selection(),
+                  monitors: Iterable[Monitor] = ()) -> list[Path]:
+    """Tables and plot of every model and monitor under ``results``; ``monitors``: the files of
+    monitors that are not shipped (results name their monitor)."""
     data = load(results)
+    by_name = scenario_monitors({sc for by_scenario in data.values() for sc in by_scenario}, monitors)
     out.mkdir(parents=True, exist_ok=True)
     md, csv_rows, plot = ["# Benchmark tables", "", *READING_KEY, ""], [], defaultdict(dict)
-    for model, by_bench in data.items():
-        for scenario in ("overthinking", "unanswerable"):
-            lines, rows, points = scenario_report(model, scenario, by_bench, delta, selection)
+    for model, by_scenario in data.items():
+        for scenario in sorted(by_scenario):
+            lines, rows, points = scenario_report(model, by_name[scenario], by_scenario[scenario], delta, selection)
             md += lines
             csv_rows += rows
             plot[model][scenario] = points
@@ -329,5 +370,5 @@ def write_reports(results: Path, out: Path, delta: float = 0.0, selection: Selec
         writer = csv.writer(fh)
         writer.writerow(["model", "scenario", "method", "benchmark", "metric", "value", "n"])
         writer.writerows(csv_rows)
-    pareto_plot(plot, paths[2])
+    pareto_plot(plot, {name: m.objective for name, m in by_name.items()}, paths[2])
     return paths

@@ -15,6 +15,7 @@ from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from soma_local.bench.datasets import Benchmark
 from soma_local.bench.methods.base import Outcome
 from soma_local.errors import DataError
 
@@ -43,8 +44,14 @@ def model_label(s2_model: str) -> str:
     return path.stem if path.suffix.lower() == ".gguf" else path.name
 
 
-def result_path(out: Path, s2_model: str, benchmark: str, method: str) -> Path:
-    return out / model_label(s2_model) / benchmark / f"{method}.jsonl"
+def result_path(out: Path, s2_model: str, bench: Benchmark, method: str) -> Path:
+    """``out/<model>/<set>/<method>.jsonl`` for a set measured with the monitor it was chosen for (the
+    paper's layout), else ``out/<model>/<monitor>/<set>/<method>.jsonl``: a set may be measured with
+    several monitors, and their SOMA runs must not share a file."""
+    folder = out / model_label(s2_model)
+    if not bench.home:
+        folder = folder / bench.scenario
+    return folder / bench.name / f"{method}.jsonl"
 
 
 def read_results(path: Path) -> Iterator[ResultLine]:

@@ -14,13 +14,14 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 
-from soma_local.bench.datasets import Benchmark, get_benchmark, load_items
+from soma_local.bench.datasets import Benchmark, load_items, plan_benchmarks
 from soma_local.calibration.runs import Question, sample
-from soma_local.bench.methods import make_method
+from soma_local.bench.methods import METHODS, MethodContext, make_method
 from soma_local.bench.methods.base import Engine, Method
+from soma_local.engine.monitors import Monitor
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
 from soma_local.data_dir import shareable_path
 from soma_local.errors import DataError
@@ -65,7 +66,6 @@ class EngineSpec(S2Options):
 
     def build(self, needs_s1: bool, *, s1: S1 | None = None, server: int = 0) -> Engine:
         """An engine; ``s1`` shares one S1 between engines, ``server`` picks one of several S2 URLs."""
-        from soma_local.engine.monitors import resolve_monitors
         from soma_local.s2.build import build_s2
         from soma_local.engine.pauses import PauseRule
 
@@ -73,12 +73,10 @@ class EngineSpec(S2Options):
         s2 = build_s2(options, server=server)
         if needs_s1 and s1 is None:
             s1 = self.load_s1()
-        monitors = {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
         return Engine(
             s2=s2,
             sampling=options.sampling,
             s1=s1 if needs_s1 else None,
-            monitors=monitors,
             pause=PauseRule(self.scan_interval, self.line_break_slack),
             max_tokens=self.max_tokens,
         )
@@ -91,21 +89,25 @@ class Task:
     method: str
 
 
+# The methods of a run, each built for the monitor it measures: (monitor name, method name) -> method.
+Methods = dict[tuple[str, str], Method]
+
 _worker: dict = {}
 
 
-def _needs_s1(methods: dict[str, Method]) -> bool:
-    return any(m.name in ("soma", "no_reminder") for m in methods.values())
+def _needs_s1(method_names: Iterable[str]) -> bool:
+    return any(METHODS[name].uses_s1 for name in method_names)
 
 
-def _init(spec: EngineSpec, methods: dict[str, Method]) -> None:
-    _worker["engine"] = spec.build(needs_s1=_needs_s1(methods))
+def _init(spec: EngineSpec, methods: Methods) -> None:
+    _worker["engine"] = spec.build(needs_s1=_needs_s1(name for _, name in methods))
     _worker["methods"] = methods
 
 
-def _run_task(task: Task, methods: dict[str, Method], engine: Engine) -> tuple[Task, float, object]:
+def _run_task(task: Task, methods: Methods, engine: Engine) -> tuple[Task, float, object]:
     t0 = time.perf_counter()
-    outcome = methods[task.method].run(task.bench.prompt(task.item), task.bench.scenario, engine)
+    method = methods[(task.bench.scenario, task.method)]
+    outcome = method.run(task.bench.prompt(task.item), task.bench.monitor, engine)
     return task, time.perf_counter() - t0, outcome
 
 
@@ -124,7 +126,7 @@ def concurrent_engines(spec: EngineSpec, needs_s1: bool, n: int) -> tuple[list[E
     return [spec.build(needs_s1, s1=s1, server=i) for i in range(n)], s1
 
 
-def run_concurrently(todo: list[Task], methods: dict[str, Method], engines: list[Engine]):
+def run_concurrently(todo: list[Task], methods: Methods, engines: list[Engine]):
     """Yield each finished task's (task, seconds, outcome), keeping ``len(engines)`` in flight."""
     free: queue.SimpleQueue[Engine] = queue.SimpleQueue()
     for engine in engines:
@@ -145,15 +147,14 @@ def run_concurrently(todo: list[Task], methods: dict[str, Method], engines: list
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def plan(
-    benchmarks: Iterable[str], methods: dict[str, Method], limit: int | None, seed: int, data_root: Path | None
-) -> list[Task]:
+def plan(benchmarks: list[Benchmark], method_names: list[str], limit: int | None, seed: int,
+         data_root: Path | None) -> list[Task]:
+    """Each benchmark's sampled questions, each with every method reported for its monitor's objective."""
     tasks = []
-    for name in benchmarks:
-        bench = get_benchmark(name)
+    for bench in benchmarks:
         items = sample(load_items(bench, data_root), limit, seed)
-        runnable = [m for m in methods.values() if bench.scenario in m.scenarios]
-        tasks += [Task(bench, item, m.name) for item in items for m in runnable]
+        runnable = [name for name in method_names if METHODS[name].applies(bench.monitor.objective)]
+        tasks += [Task(bench, item, name) for item in items for name in runnable]
     return tasks
 
 
@@ -163,6 +164,7 @@ def run_bench(
     benchmarks: list[str],
     out: Path,
     *,
+    monitors: Sequence[Monitor] = (),
     limit: int | None = None,
     sample_seed: int = 0,
     workers: int = 1,
@@ -171,26 +173,36 @@ def run_bench(
     data_root: Path | None = None,
     progress: bool = True,
 ) -> int:
-    """Run what is not yet in the result files; return how many lines were written."""
+    """Run what is not yet in the result files; return how many lines were written. ``benchmarks``
+    are set names or JSONL paths, measured with each of ``monitors`` (none: each set's own monitor;
+    no sets: each monitor's own, from its file)."""
     from tqdm import tqdm
 
-    methods = {name: make_method(name, method_params or {}, out=out, model=spec.s2_model) for name in method_names}
-    tasks = plan(benchmarks, methods, limit, sample_seed, data_root)
+    tasks = plan(plan_benchmarks(benchmarks, monitors), method_names, limit, sample_seed, data_root)
     if not tasks:
         raise DataError("nothing to run: no method applies to these benchmarks")
-    files: dict[tuple[str, str], ResultFile] = {}
+    methods: Methods = {}
+    for monitor in {t.bench.scenario: t.bench.monitor for t in tasks}.values():
+        context = MethodContext(out, spec.s2_model, monitor)
+        methods.update({(monitor.name, name): make_method(name, method_params or {}, context)
+                        for name in method_names if METHODS[name].applies(monitor.objective)})
     # A method that uses S1 also records which version of it: a retrained S1 never resumes a file it did not start.
-    version = {"s1_version": s1_version(spec.s1, spec.s1_temperature)} if _needs_s1(methods) else {}
-    settings = {name: {"engine": spec.identity(), "method": m.settings(), **(version if _needs_s1({name: m}) else {})}
-                for name, m in methods.items()}
-    for task in tasks:
-        key = (task.bench.name, task.method)
+    version = {"s1_version": s1_version(spec.s1, spec.s1_temperature)} if _needs_s1(method_names) else {}
+    settings = {key: {"engine": spec.identity(), "method": m.settings(), **(version if _needs_s1([key[1]]) else {})}
+                for key, m in methods.items()}
+    files: dict[tuple[str, str, str], ResultFile] = {}
+
+    def file_of(task: Task) -> ResultFile:
+        key = (task.bench.scenario, task.bench.name, task.method)
         if key not in files:
-            files[key] = ResultFile(result_path(out, spec.s2_model, *key), settings[task.method])
-    todo = [t for t in tasks if t.item.id not in files[(t.bench.name, t.method)].done]
+            files[key] = ResultFile(result_path(out, spec.s2_model, task.bench, task.method),
+                                    settings[(task.bench.scenario, task.method)])
+        return files[key]
+
+    todo = [t for t in tasks if t.item.id not in file_of(t).done]
 
     def record(task: Task, seconds: float, outcome) -> None:
-        files[(task.bench.name, task.method)].append(
+        file_of(task).append(
             ResultLine(
                 id=task.item.id,
                 benchmark=task.bench.name,
@@ -201,7 +213,7 @@ def run_bench(
                 gold=task.item.answer,
                 answerable=task.item.answerable,
                 choices=task.bench.choices,
-                settings=settings[task.method],
+                settings=settings[(task.bench.scenario, task.method)],
                 seconds=round(seconds, 3),
                 outcome=outcome,
             )
@@ -213,7 +225,7 @@ def run_bench(
                         "or runs in flight against an S2 server")
     try:
         if concurrency > 1:
-            engines, _ = concurrent_engines(spec, _needs_s1(methods), concurrency)
+            engines, _ = concurrent_engines(spec, _needs_s1(method_names), concurrency)
             for result in run_concurrently(todo, methods, engines):
                 record(*result)
                 bar.update()

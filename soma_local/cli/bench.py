@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soma_local.cli.args import (
-    add_s2_arguments, add_selection_arguments, existing_file, existing_folder, fraction, nonnegative_float,
+    UsageError, add_s2_arguments, add_selection_arguments, existing_file, existing_folder, fraction, nonnegative_float,
     nonnegative_int, positive_float, positive_int, s2_options, selection_from,
 )
 from soma_local.s1.factory import DEFAULT_S1
@@ -13,6 +13,10 @@ from soma_local.s1.factory import DEFAULT_S1
 
 def cmd_bench_run(args) -> int:
     from soma_local.bench.runner import EngineSpec, run_bench
+    from soma_local.engine.monitors import resolve_monitors
+
+    if not args.benchmark and not args.monitor:
+        raise UsageError("soma bench run: name a --benchmark, a --monitor (its file lists its sets), or both")
 
     spec = EngineSpec(
         **s2_options(args).model_dump(exclude={"s2_model"}),
@@ -33,8 +37,9 @@ def cmd_bench_run(args) -> int:
     n = run_bench(
         spec,
         args.method,
-        args.benchmark,
+        args.benchmark or [],
         Path(args.out),
+        monitors=resolve_monitors(args.monitor or []),
         limit=args.limit,
         sample_seed=args.sample_seed,
         workers=args.workers,
@@ -47,9 +52,10 @@ def cmd_bench_run(args) -> int:
 
 def cmd_bench_report(args) -> int:
     from soma_local.bench.report import write_reports
+    from soma_local.engine.monitors import resolve_monitors
 
     for path in write_reports(args.results, Path(args.out or args.results), delta=args.delta,
-                              selection=selection_from(args)):
+                              selection=selection_from(args), monitors=resolve_monitors(args.monitor or [])):
         print(path)
     return 0
 
@@ -63,7 +69,7 @@ def cmd_bench_view(args) -> int:
 
 
 def register(sub) -> None:
-    from soma_local.bench.datasets import BENCHMARKS
+    from soma_local.bench.datasets import SETS
     from soma_local.bench.methods import METHODS
 
     bench = sub.add_parser("bench", help="benchmarks: run methods, build the paper's tables, view traces")
@@ -71,8 +77,12 @@ def register(sub) -> None:
 
     run = bsub.add_parser("run", help="run methods x benchmarks into resumable result files")
     run.add_argument("--method", action="append", required=True, choices=METHODS, help="method to run (repeatable)")
-    run.add_argument("--benchmark", action="append", required=True, choices=list(BENCHMARKS),
-                     help="benchmark to run (repeatable)")
+    run.add_argument("--benchmark", action="append", metavar="NAME|FILE.jsonl",
+                     help=f"question set to run (repeatable): {', '.join(SETS)}, or a JSONL file (relative to the "
+                     "data directory or absolute; needs --monitor). Default: the --monitor's own sets")
+    run.add_argument("--monitor", action="append", metavar="NAME|FILE.toml",
+                     help="the monitor the sets are measured with (repeatable): its prompt suffix, what SOMA runs, "
+                     "its objective's baselines. Default: each shipped set's own (overthinking or unanswerable)")
     run.add_argument("--out", default="benchmarks/results/runs", help="result directory")
     run.add_argument("--limit", type=positive_int, help="questions per benchmark (seeded sample)")
     run.add_argument("--sample-seed", type=int, default=0, help="seed of the --limit question sample")
@@ -98,6 +108,8 @@ def register(sub) -> None:
     report.add_argument("results", type=existing_folder,
                         help="the result directory of one S2 model (RESULTS/<model>) or above")
     report.add_argument("--out", help="where the tables go (default: the result directory)")
+    report.add_argument("--monitor", action="append", metavar="FILE.toml",
+                        help="the file of a monitor the results were measured with that is not shipped (repeatable)")
     report.add_argument("--delta", type=nonnegative_float, default=0.0, help="calibration tolerance (paper: 0)")
     add_selection_arguments(report)  # how SOMA's h is chosen; the baselines' parameters keep the point rule
     report.set_defaults(func=cmd_bench_report)

@@ -47,6 +47,9 @@ class Monitor(BaseModel):
                                   "or abstention (abstention minus false abstention); none: pass --objective")
     calibration_data: list[str] = Field(
         default_factory=list, description="`soma calibrate`'s default question files, relative to the data directory")
+    benchmarks: list[str] = Field(
+        default_factory=list, description="the question sets `soma bench` reports this monitor on: shipped "
+                                          "benchmark names or JSONL files relative to the data directory")
     prompt_suffix: str = Field(
         default="", description="appended to each calibration and benchmark question of this monitor's scenario, "
                                 "so h is calibrated on the prompts it is tested with")

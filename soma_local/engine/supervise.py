@@ -17,7 +17,7 @@ from soma_local.engine.controller import Action, Controller, Decision
 from soma_local.engine.monitors import Monitor, threshold_for
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.base import OnPiece, S2Backend, SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, system_prompt
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.session import Pause, Session
 from soma_local.engine.trace import (
@@ -144,14 +144,8 @@ def supervise(
     monitors = list(monitors) if s1 is not None else []
     started = time.perf_counter()
     fmt = config.thinking or detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
-    prompt = render_prompt(
-        s2.chat_template,
-        model_path=s2.name,
-        user=question,
-        system=system_prompt(fmt, supervised=bool(monitors), extra=config.extra_system),
-        fmt=fmt,
-        bos_token=s2.bos_token,
-        eos_token=s2.eos_token,
+    prompt = prompt_for(
+        s2, question, fmt=fmt, system=system_prompt(fmt, supervised=bool(monitors), extra=config.extra_system)
     )
     controllers = {
         m.name: Controller(_threshold(m, config), remind=config.reminders)

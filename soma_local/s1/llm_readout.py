@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from soma_local.s1.base import S1, sigmoid
-from soma_local.s2.formats import Prompt, ThinkingFormat, prompt_ids, render_prompt
+from soma_local.s2.formats import Prompt, ThinkingFormat, prompt_for, prompt_ids
 from soma_local.s2.llama_cpp import LlamaCppS2
 
 JUDGE_SYSTEM = (
@@ -58,16 +58,13 @@ class ReadoutS1(S1):
         return np.array(sorted(ids), dtype=np.int64)
 
     def _prompt(self, statement: str, state: str) -> Prompt:
-        prompt = render_prompt(
-            self.llm.chat_template,
-            model_path=str(self.llm.path),
-            user=JUDGE_USER.format(state=state, statement=statement),
-            system=JUDGE_SYSTEM,
+        prompt = prompt_for(
+            self.llm,
+            JUDGE_USER.format(state=state, statement=statement),
             fmt=ThinkingFormat("prompted"),
-            bos_token=self.llm.bos_token,
-            eos_token=self.llm.eos_token,
+            system=JUDGE_SYSTEM,
         )
-        # render_prompt pre-fills a thinking tag for S2; the judge answers directly.
+        # prompt_for pre-fills a thinking tag for S2; the judge answers directly.
         return prompt.without_suffix("<think>\n")
 
     @property

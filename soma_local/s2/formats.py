@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from soma_local.errors import ModelFileError
+
+if TYPE_CHECKING:
+    from soma_local.s2.base import S2Backend
 
 SOMA_SYSTEM_PROMPT = (
     "While you think, a monitor may insert a <reminder>. When you see one, follow its instruction "
@@ -138,3 +141,18 @@ def render_prompt(
     else:
         parts[-1] = (last + fmt.open + "\n", True)
     return Prompt(tuple(parts))
+
+
+def prompt_for(backend: S2Backend, user: str, *, fmt: ThinkingFormat, system: str | None = None) -> Prompt:
+    """The prompt ``backend`` reads for ``user``: its own chat template and bos/eos texts, errors named
+    after it. Every prompt a backend is given (a supervised run, a baseline, the readout S1's judge, a
+    benchmark) is rendered here, so it depends only on the backend, the messages and the format."""
+    return render_prompt(
+        backend.chat_template,
+        model_path=backend.name,
+        user=user,
+        system=system,
+        fmt=fmt,
+        bos_token=backend.bos_token,
+        eos_token=backend.eos_token,
+    )

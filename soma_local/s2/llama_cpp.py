@@ -248,6 +248,29 @@ class LlamaCppS2(S2Backend):
         # Always re-decode the last kept token: anything fed in the branch replaced the logits.
         self._truncate(n)
 
+    # ---- measuring (benchmarks/s2_speed.py, benchmarks/threads.py) ----------------------------
+    def set_threads(self, n_threads: int) -> None:
+        """Decode with ``n_threads`` threads from now on: one loaded model measured at each count."""
+        self._lib.llama_set_n_threads(self._ctx, n_threads, n_threads)
+
+    def reset_decode_counters(self) -> None:
+        """Zero llama.cpp's own decode counters (``decode_counters``)."""
+        self._lib.llama_perf_context_reset(self._ctx)
+
+    def decode_counters(self) -> tuple[float, int]:
+        """(seconds, tokens) of single-token decodes since ``reset_decode_counters``, as llama.cpp's own
+        perf counters give them: the C-side cost with no sampling and no Python, so the ceiling any
+        decode loop can reach with this build."""
+        data = self._lib.llama_perf_context(self._ctx)
+        return data.t_eval_ms / 1000.0, data.n_eval
+
+    def clear_context(self) -> None:
+        """Empty the context: no tokens here, none in llama-cpp-python's ``llm``, an empty KV cache. Lets
+        ``llm``'s own generation paths run on this context, and the next ``load_prompt`` start clean."""
+        self.llm.reset()
+        self._ids.clear()
+        self._lib.llama_memory_clear(self._mem, True)
+
     def close(self) -> None:
         if self._sampler is not None:
             self._lib.llama_sampler_free(self._sampler)

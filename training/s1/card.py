@@ -168,5 +168,5 @@ Gold (`s1_labels/gold_dev.jsonl`, measured only) AUROC: {', '.join(f'{k} {fmt(v[
 {family_table({'test': m['test'], 'eval': m['eval']})}
 
 Reproduce: `python -m training.s1.statement_reader {argv}`; figures alone: `python -m training.s1.statement_reader --name {name} --measure-only`
-or `python benchmarks/s1_statements.py --s1 classifier:{name}`.
+or `python -m benchmarks.s1_statements --s1 classifier:{name}`.
 """

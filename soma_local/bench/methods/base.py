@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1
 from soma_local.s2.base import S2Backend, SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
+from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, system_prompt
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.session import Pause, Session
 from soma_local.engine.trace import TokenCounts
@@ -24,12 +24,11 @@ from soma_local.engine.trace import TokenCounts
 
 @dataclass
 class Engine:
-    """What every method shares: S2, S1 (only SOMA uses it), monitors by scenario, and limits."""
+    """What every method shares: S2, S1 (only SOMA uses it), the scan schedule and limits."""
 
     s2: S2Backend
     sampling: SamplingParams
     s1: S1 | None = None
-    monitors: dict[str, Monitor] = field(default_factory=dict)  # scenario -> monitor
     pause: PauseRule = field(default_factory=PauseRule)
     max_tokens: int = 32768
     thinking: ThinkingFormat | None = None
@@ -40,15 +39,7 @@ class Engine:
     def session(self, prompt: str, *, extra_system: str | None = None) -> Session:
         """A fresh unsupervised session on ``prompt`` (the baselines' starting point), same seed."""
         fmt = self.fmt()
-        text = render_prompt(
-            self.s2.chat_template,
-            model_path=self.s2.name,
-            user=prompt,
-            system=system_prompt(fmt, supervised=False, extra=extra_system),
-            fmt=fmt,
-            bos_token=self.s2.bos_token,
-            eos_token=self.s2.eos_token,
-        )
+        text = prompt_for(self.s2, prompt, fmt=fmt, system=system_prompt(fmt, supervised=False, extra=extra_system))
         self.s2.set_sampling(self.sampling)
         session = Session(self.s2, fmt, max_tokens=self.max_tokens)
         session.start(text)
@@ -114,13 +105,13 @@ def probe(session: Session, text: str, max_tokens: int) -> str:
 
 
 class Method(ABC):
-    """A named way of running S2 on one question. ``scenarios``: where the paper reports it."""
+    """A named way of running S2 on one question of a benchmark measured with ``monitor`` (SOMA runs
+    it; a method that takes over, as SES does, ends with its takeover)."""
 
     name: str
-    scenarios: tuple[str, ...] = ("overthinking", "unanswerable")
 
     @abstractmethod
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome: ...
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome: ...
 
     def settings(self) -> dict:
         """The parameters that identify this method's results (recorded in every result line)."""

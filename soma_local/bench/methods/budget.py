@@ -8,6 +8,7 @@ The budget itself is chosen on the calibration sets (``bench.score.choose_budget
 
 from __future__ import annotations
 
+from soma_local.engine.monitors import Monitor
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, finish, outcome_of
 from soma_local.engine.pauses import PauseRule
 
@@ -17,7 +18,6 @@ FORCED_PREFILL = "Final Answer:"
 
 class BudgetForcing(Method):
     name = "budget_forcing"
-    scenarios = ("overthinking",)
 
     def __init__(self, budgets: list[int], answer_tokens: int = 512):
         if not budgets or any(b <= 0 for b in budgets):
@@ -25,7 +25,7 @@ class BudgetForcing(Method):
         self.budgets = sorted(set(budgets))
         self.answer_tokens = answer_tokens
 
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
         session = engine.session(prompt)
         forced = []
         stop = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from soma_local.engine.monitors import Monitor
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, finish, outcome_of
 from soma_local.errors import SomaError
 from soma_local.engine.pauses import PauseRule
@@ -61,7 +62,7 @@ class Deer(Method):
         session.tokens.probe += len(chunk.ids)
         return chunk.text.lstrip().startswith("Wait")
 
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
         session = engine.session(prompt)
         checks: list[dict] = []
         while len(checks) < self.max_checks:

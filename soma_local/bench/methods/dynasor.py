@@ -8,6 +8,7 @@ off, and the (interval, k) pair is chosen on the calibration sets.
 
 from __future__ import annotations
 
+from soma_local.engine.monitors import Monitor
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, outcome_of, probe
 from soma_local.engine.pauses import PauseRule
 
@@ -43,7 +44,7 @@ class DynasorSweep(Method):
         self.interval = interval
         self.probe_tokens = probe_tokens
 
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
         session = engine.session(prompt)
         probes = []
         while True:

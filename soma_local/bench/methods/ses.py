@@ -22,6 +22,7 @@ import statistics
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from soma_local.engine.monitors import Monitor
 from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, outcome_of
 from soma_local.engine.pauses import PauseRule
 
@@ -127,7 +128,6 @@ def critical_z(alpha: float, checks: int) -> float:
 
 class StatisticalEarlyStop(Method):
     name = "ses"
-    scenarios = ("unanswerable",)
 
     def __init__(self, rule: RenewalStats | ConformalRate, median_len: int, alpha: float = 0.05):
         self.rule = rule
@@ -141,7 +141,7 @@ class StatisticalEarlyStop(Method):
             self.threshold = rule.threshold
             self.statistic = rule.rate
 
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
         session = engine.session(prompt)
         while True:
             stop = conclude(session, session.think_to_pause(PauseRule(interval=self.lazy_interval, slack=0)))
@@ -149,7 +149,7 @@ class StatisticalEarlyStop(Method):
                 return outcome_of(session, stop)
             value = self.statistic(session.thinking)
             if value > self.threshold:
-                t = engine.monitors["unanswerable"].takeover
+                t = monitor.takeover
                 session.takeover(t.conclusion, t.prefill, t.max_tokens)
                 return outcome_of(session, "takeover", statistic=value, stop_at=session.tokens.thinking)
 

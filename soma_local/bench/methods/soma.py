@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 
+from soma_local.engine.monitors import Monitor
 from soma_local.bench.methods.base import Engine, Method, Outcome
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.errors import SomaError
 
 
-def _run(prompt: str, scenario: str, engine: Engine, config: RunConfig) -> Outcome:
+def _run(prompt: str, monitor: Monitor, engine: Engine, config: RunConfig) -> Outcome:
     if engine.s1 is None:
         raise SomaError("SOMA methods need an S1 (--s1)")
-    monitor = engine.monitors[scenario]
     result = supervise(prompt, engine.s2, engine.s1, [monitor], config)
     end = result.end
     records = [json.loads(r.model_dump_json()) for r in result.records]  # h = inf kept as "Infinity"
@@ -37,7 +37,7 @@ class SomaReadout(Method):
     name = "soma"
     mode = "readout"
 
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
         config = RunConfig.of_mode(
             self.mode,
             pause=engine.pause,
@@ -45,7 +45,7 @@ class SomaReadout(Method):
             thinking=engine.thinking,
             sampling=engine.sampling,
         )
-        return _run(prompt, scenario, engine, config)
+        return _run(prompt, monitor, engine, config)
 
 
 class NoReminder(SomaReadout):

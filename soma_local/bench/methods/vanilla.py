@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from soma_local.engine.monitors import Monitor
 from soma_local.bench.methods.base import Engine, Method, Outcome, finish, outcome_of
 
 # Kirichenko et al. (2025), AbstentionBench ``recipe/system_prompt.py``; the repository is CC-BY-NC 4.0,
@@ -20,14 +21,13 @@ class Vanilla(Method):
     def __init__(self, extra_system: str | None = None):
         self.extra_system = extra_system
 
-    def run(self, prompt: str, scenario: str, engine: Engine) -> Outcome:
+    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
         session = engine.session(prompt, extra_system=self.extra_system)
         return outcome_of(session, finish(session))
 
 
 class AbstentionPrompt(Vanilla):
     name = "abstention_prompt"
-    scenarios = ("unanswerable",)
 
     def __init__(self) -> None:
         super().__init__(ABSTENTIONBENCH_SYSTEM)

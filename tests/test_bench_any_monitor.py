@@ -1,0 +1,94 @@
+"""A monitor that is not shipped goes through `soma bench run` and `soma bench report` as a user
+would call them: its file's objective picks the table, its calibration_data tune h, its benchmarks
+are the test sets, and its results never mix with another monitor's on the same questions."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from soma_local.bench.results import read_results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+QUESTIONS = [
+    ("a", "What is 3 + 4?", "7"),
+    ("b", "What is 10 - 6?", "4"),
+    ("c", "What is 2 * 5?", "10"),
+    ("d", "What is 9 / 3?", "3"),
+]
+
+
+def _questions(path: Path, items) -> Path:
+    path.write_text("".join(json.dumps({"id": i, "question": q, "answer": a}) + "\n" for i, q, a in items))
+    return path
+
+
+def _toy_monitor(tmp_path: Path) -> Path:
+    calib = _questions(tmp_path / "toy_calib.jsonl", QUESTIONS[:2])
+    test = _questions(tmp_path / "toy_test.jsonl", QUESTIONS[2:])
+    path = tmp_path / "counting.toml"
+    path.write_text(
+        'name = "counting"\n'
+        'statement = "The reasoning counts on its fingers instead of computing."\n'
+        'reminder = "Compute directly."\n'
+        'objective = "fewest_tokens"\n'
+        f'calibration_data = ["{calib}"]\n'
+        f'benchmarks = ["{test}"]\n'
+        'prompt_suffix = " Answer within \\\\boxed{}."\n'
+        '[takeover]\nprefill = "**Final Answer**"\nmax_tokens = 16\n'
+    )
+    return path
+
+
+def soma(*args: str, data_dir: Path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SOMA_DATA_DIR=str(data_dir))
+    return subprocess.run([sys.executable, "-m", "soma_local.cli.main", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_a_toy_monitor_runs_and_reports_through_the_bench_commands(tmp_path):
+    monitor = _toy_monitor(tmp_path)
+    out = tmp_path / "results"
+    common = ["--max-tokens", "48", "--scan-interval", "16", "--line-break-slack", "8", "--threads", "2",
+              "--n-ctx", "1024", "--out", str(out)]
+    # budget_forcing is reported for a fewest-tokens objective, abstention_prompt only for abstention.
+    r = soma("bench", "run", "--monitor", str(monitor), "--method", "vanilla", "--method", "soma",
+             "--method", "budget_forcing", "--method", "abstention_prompt", "--budgets", "16", *common,
+             data_dir=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+    folder = out / "smollm2-135m" / "counting"  # a set outside the catalogue files under its monitor
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.jsonl")) == [
+        f"{s}/{m}.jsonl" for s in ("toy_calib", "toy_test") for m in ("budget_forcing", "soma", "vanilla")]
+    soma_lines = list(read_results(folder / "toy_test" / "soma.jsonl"))
+    assert [line.id for line in soma_lines] == ["c", "d"]
+    assert all(line.scenario == "counting" and line.prompt.endswith(" Answer within \\boxed{}.") for line in soma_lines)
+    start = soma_lines[0].outcome.records[0]
+    assert start["type"] == "run_start" and [m["name"] for m in start["monitors"]] == ["counting"]
+
+    r = soma("bench", "report", str(out / "smollm2-135m"), "--out", str(tmp_path / "tables"), data_dir=tmp_path)
+    assert r.returncode == 2 and "--monitor" in r.stderr and "counting" in r.stderr  # its file is not shipped
+
+    r = soma("bench", "report", str(out / "smollm2-135m"), "--monitor", str(monitor), "--out", str(tmp_path / "tables"),
+             data_dir=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = (tmp_path / "tables" / "tables.md").read_text()
+    assert "### smollm2-135m: Table 2 (counting)" in text
+    header = next(line for line in text.splitlines() if line.startswith("| Method"))
+    assert "toy_test Acc (n=2)" in header and "toy_calib" not in header  # calibration sets tune, tests report
+    for row in ("| Vanilla |", "| BF (B=", "| SOMA (h=", "| Remind-only (h=inf) |"):
+        assert row in text
+    assert "AbstentionBench" not in text
+    assert "SOMA h = " in text and "calibrated on 2 questions" in text
+    assert (tmp_path / "tables" / "pareto.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_run_needs_a_set_or_a_monitor_and_a_path_needs_its_monitor(tmp_path):
+    r = soma("bench", "run", "--method", "vanilla", "--out", str(tmp_path), data_dir=tmp_path)
+    assert r.returncode == 2 and "--benchmark" in r.stderr and "--monitor" in r.stderr
+    questions = _questions(tmp_path / "mine.jsonl", QUESTIONS)
+    r = soma("bench", "run", "--method", "vanilla", "--benchmark", str(questions), "--out", str(tmp_path),
+             data_dir=tmp_path)
+    assert r.returncode == 2 and "name the monitor" in r.stderr and "Traceback" not in r.stderr
