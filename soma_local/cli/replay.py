@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from soma_local.cli.args import (
@@ -17,15 +18,13 @@ from soma_local.errors import DataError, SomaError
 
 
 def cmd_replay(args) -> int:
-    from soma_local.calibration.thresholds import (
-        calibrated_thresholds, calibration_path, choose_threshold, load_calibration,
-    )
+    from soma_local.calibration.thresholds import ThresholdSource, choose_threshold, open_calibration, resolve_thresholds
     from soma_local.calibration.metrics import summarize
     from soma_local.s2.models import GgufVocab, resolve_gguf
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.calibration.runs import load_questions
     from soma_local.calibration.replay import (
-        InterruptedRun, calibration_ids, from_engine_trace, group_key, grouped,
+        MODE, InterruptedRun, calibration_ids, from_engine_trace, group_key, grouped,
         load_traces, replay_item, reserved_questions, sample, scan,
     )
     from soma_local.engine.trace import read_trace
@@ -38,6 +37,8 @@ def cmd_replay(args) -> int:
     from soma_local.calibration.scoring import is_abstention
 
     (monitor,) = resolve_monitors([args.monitor])
+    cal, cal_path = open_calibration(args.calibration)
+    flags = {monitor.name: args.threshold} if args.threshold is not None else {}
     files = args.traces or ([] if args.engine_traces else sorted((data_dir() / "traces").glob("*.jsonl")))
     if not files and not args.engine_traces:
         raise DataError(f"no trace files under {data_dir() / 'traces'} (pass --traces FILE or set SOMA_DATA_DIR)")
@@ -94,18 +95,17 @@ def cmd_replay(args) -> int:
             per_h = {c.threshold: c.metrics for c in choice.candidates}
             print(table([(f"h={h_label(x)}", m) for x, m in per_h.items()], baseline=per_h[math.inf]))
             print(effects_table(choice))
-    cal = load_calibration(calibration_path(args.calibration))
     out = Path(args.out)
     groups = {}
     for (dataset, model), items in sorted(grouped(t for t in scanned if t.id not in held).items()):
-        from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder",
-                                          s1.version_for(monitor.statement)).get(monitor.name)
-        h, source = (
-            (args.threshold, "--threshold") if args.threshold
-            else (choices[model].threshold, f"calibrated on {calibration[model]['n']} other traces") if model in choices
-            else (from_file, "calibration file") if from_file
-            else (monitor.default_threshold, "monitor default")
-        )
+        chosen = ({monitor.name: ThresholdSource(h=choices[model].threshold,
+                                                 source=f"calibrated on {calibration[model]['n']} other traces")}
+                  if model in choices else {})
+        picked = resolve_thresholds([monitor], flags, cal, cal_path, s1.name, model, MODE,
+                                    s1.version_for(monitor.statement), chosen)[monitor.name]
+        if picked.warning:
+            print(f"soma: warning: {picked.warning}", file=sys.stderr)
+        h, source = picked.h, picked.source
         hs = sorted(set(grid) | {h})
         per_h = {x: metrics_at(items, x) for x in hs}
         vanilla = summarize([t.vanilla for t in items])
@@ -122,7 +122,7 @@ def cmd_replay(args) -> int:
     payload = {
         "s1": s1.name, "s1_version": s1.version_for(monitor.statement), "monitor": monitor.name,
         "objective": objective.kind,
-        "controller": "no_reminder",
+        "controller": MODE,
         "tokenizer": str(resolve_gguf(args.tokenizer).name), "scan_interval": args.scan_interval,
         "takeover_answer_tokens": args.takeover_answer_tokens, "limit": args.limit, "seed": args.seed,
         "files": [shareable_path(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Callable, Literal, Sequence
 
 from soma_local.engine.controller import Action, Controller, Decision
-from soma_local.engine.monitors import Monitor, threshold_for
+from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.base import OnPiece, S2Backend, SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, render_prompt, system_prompt
@@ -58,7 +58,9 @@ def is_readout(mode: str | None) -> bool:
 class RunConfig:
     reminders: bool = True
     takeovers: Takeovers = "at_h"
-    thresholds: dict[str, float] = field(default_factory=dict)  # per monitor; default from the file
+    # h per monitor, as picked above the engine (``calibration.thresholds.resolve_thresholds``: a typed h, the
+    # calibration file's, the monitor file's default); a run that takes over at h needs one for each monitor.
+    thresholds: dict[str, float] = field(default_factory=dict)
     pause: PauseRule = field(default_factory=PauseRule)
     max_tokens: int = 32768
     thinking: ThinkingFormat | None = None  # None: detect from the GGUF
@@ -92,7 +94,14 @@ def reminder_paragraph(monitor: Monitor) -> str:
 
 
 def _threshold(monitor: Monitor, config: RunConfig) -> float:
-    return threshold_for(monitor, config.thresholds) if config.takeovers == "at_h" else math.inf
+    """The h the monitor's controller takes over at: the one it was given, or inf in a mode that never takes
+    over at h. The engine resolves no default: that would be a second place where h is picked."""
+    if config.takeovers != "at_h":
+        return math.inf
+    if monitor.name not in config.thresholds:
+        raise ValueError(f"no h for monitor '{monitor.name}' in mode {config.mode}: RunConfig.thresholds needs one "
+                         "for each monitor (calibration.thresholds.resolve_thresholds picks them)")
+    return config.thresholds[monitor.name]
 
 
 def _scan(s1: S1 | None, monitors: Sequence[Monitor], task: str, reasoning: str):
