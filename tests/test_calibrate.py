@@ -1,6 +1,7 @@
 """Threshold choice and the calibration file: pure, over per-question outcomes (the paper's point rule
 here; the confidence-bound rule in test_selection.py)."""
 
+import json
 import math
 
 import pytest
@@ -95,13 +96,13 @@ def test_objectives_need_a_reference_and_a_known_monitor():
     assert monitor_objective(unanswerable, delta=0.02) == Objective(kind="abstention", delta=0.02)
 
 
-def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_variant(tmp_path):
+def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_mode(tmp_path):
     path = tmp_path / "cal" / "thresholds.json"
     base = dict(s1="readout:a.gguf", s2="b.gguf", objective=Objective(kind="fewest_tokens"), scan_interval=256,
                 datasets=["calib_easy.jsonl"], n_questions=10, results="r.json")
     save_entry(path, CalibrationEntry(monitor="overthinking", threshold=1.5, **base))
     save_entry(path, CalibrationEntry(monitor="overthinking", threshold=0.5, **base))  # replaces
-    save_entry(path, CalibrationEntry(monitor="overthinking", variant="no_reminder", threshold=math.inf, **base))
+    save_entry(path, CalibrationEntry(monitor="overthinking", mode="no_reminder", threshold=math.inf, **base))
     cal = load_calibration(path)
     assert len(cal.entries) == 2
     (monitor,) = resolve_monitors(["overthinking"])
@@ -156,7 +157,7 @@ def test_h_is_a_typed_flag_then_the_calibration_file_then_the_monitor_default_pe
     cal = load_calibration(tmp_path / "none.json")
     cal.entries = [CalibrationEntry(monitor="unanswerable", threshold=4.0, s1_version="aaa", **base),
                    CalibrationEntry(monitor="looping", threshold=6.0, s1_version="aaa+adapter-1", **base),
-                   CalibrationEntry(monitor="unanswerable", variant="no_reminder", threshold=8.0, **base)]
+                   CalibrationEntry(monitor="unanswerable", mode="no_reminder", threshold=8.0, **base)]
     monitors = resolve_monitors(["unanswerable", "looping", "overthinking"])
     defaults = {m.name: m.default_threshold for m in monitors}
     versions = {"unanswerable": "aaa", "looping": "aaa+adapter-1", "overthinking": "aaa"}
@@ -208,3 +209,22 @@ def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):
     bad.write_text('{"id": "x", "question": "q", "answer": "1"}\n{"id": "y", "question": "q", "answer": null, "answerable": true}\n')
     with pytest.raises(DataError, match="calib.jsonl:2: answerable question 'y' has no answer"):
         load_questions(bad)
+
+
+def test_a_calibration_file_from_before_mode_was_named_mode_still_loads(tmp_path):
+    """Entries were keyed by "variant" before the one word for a run mode became "mode": such a file keeps its
+    h for each mode, and saving into it rewrites the old entries under the new name."""
+    path = tmp_path / "thresholds.json"
+    entry = {"s1": "classifier:m", "s2": "b.gguf", "monitor": "unanswerable", "threshold": 4.0,
+             "objective": {"kind": "abstention", "delta": 0.0, "fa_weight": 1.0}, "scan_interval": 256,
+             "datasets": ["c.jsonl"], "n_questions": 50, "results": "r.json", "created": "2025-01-01T00:00:00"}
+    path.write_text(json.dumps({"version": 1, "entries": [{**entry, "variant": "no_reminder"}]}))
+    (old,) = load_calibration(path).entries
+    assert old.mode == "no_reminder" and old.key == ("classifier:m", "b.gguf", "unanswerable", "no_reminder")
+    save_entry(path, CalibrationEntry.model_validate({**entry, "threshold": 2.0}))  # soma's, beside it
+    saved = json.loads(path.read_text())["entries"]
+    assert [(e["mode"], e["threshold"]) for e in saved] == [("no_reminder", 4.0), ("soma", 2.0)]
+    assert all("variant" not in e for e in saved)
+    path.write_text(json.dumps({"version": 1, "entries": [{**entry, "variant": "readout"}]}))
+    with pytest.raises(DataError, match="thresholds.json"):  # a mode with no h of its own is still refused
+        load_calibration(path)

@@ -23,7 +23,7 @@ def test_calibrate_writes_results_plot_and_a_calibration_entry_soma_run_reads(tm
     assert set(results["items"]) == {"0.5", "2", "inf"}
     assert (out / "pareto.png").stat().st_size > 0 and len(list((out / "traces").glob("*.jsonl"))) == 1
     (entry,) = load_calibration(cal).entries
-    assert (entry.monitor, entry.variant, entry.s2) == ("overthinking", "soma", smollm_path.name)
+    assert (entry.monitor, entry.mode, entry.s2) == ("overthinking", "soma", smollm_path.name)
     # Keyed by the S1 that scored the runs: the default S1 (the shipped classifier).
     assert entry.threshold in (0.5, 2.0, math.inf) and entry.s1 == "classifier:minilm-reader"
     # A rerun finds the finished trace and does not run S2 again.
@@ -95,7 +95,7 @@ def test_replay_takes_a_typed_h_then_the_calibration_file_then_the_monitor_defau
     base = dict(s1="scripted", s2="M-8B", monitor="unanswerable", objective=Objective(kind="abstention"),
                 scan_interval=128, datasets=["c.jsonl"], n_questions=50, results="r.json", created="2026-01-02")
     save_entry(cal, CalibrationEntry(threshold=5.0, **base))  # soma's h: not replay's
-    save_entry(cal, CalibrationEntry(variant="no_reminder", threshold=2.0, **base))
+    save_entry(cal, CalibrationEntry(mode="no_reminder", threshold=2.0, **base))
 
     def replayed(*extra):
         out = tmp_path / "out"

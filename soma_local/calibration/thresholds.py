@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from soma_local.calibration.metrics import ItemResult, Metrics, summarize
 from soma_local.calibration.selection import EPS, Changes, Effects, Selection, aligned, effects
@@ -238,18 +238,21 @@ def choose_threshold(
 
 # ---- the calibration file ---------------------------------------------------------------------------
 
-Variant = Literal["soma", "no_reminder"]
+# The run modes (``engine.supervise.MODES``) that take over at h, each with its own calibrated h; every other
+# mode reads one of theirs (``calibrated_mode``).
+CalibratedMode = Literal["soma", "no_reminder"]
 
 
 class CalibrationEntry(BaseModel):
-    """One calibrated h for (S1, S2, monitor, variant), with where its evidence lies."""
+    """One calibrated h for (S1, S2, monitor, mode), with where its evidence lies."""
 
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     s1: str
     s2: str
     monitor: str
-    variant: Variant = "soma"
+    # Written as "mode"; files from before the rename call it "variant" and still load.
+    mode: CalibratedMode = Field(default="soma", validation_alias=AliasChoices("mode", "variant"))
     s1_version: str | None = None  # ``S1.version`` when calibrated: a retrained S1 of the same name needs its own h
     threshold: float
     objective: Objective
@@ -266,7 +269,7 @@ class CalibrationEntry(BaseModel):
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        return (self.s1, self.s2, self.monitor, self.variant)
+        return (self.s1, self.s2, self.monitor, self.mode)
 
     @classmethod
     def from_choice(cls, choice: Choice, **fields) -> CalibrationEntry:
@@ -297,7 +300,7 @@ def load_calibration(path: Path) -> CalibrationFile:
 
 
 def save_entry(path: Path, entry: CalibrationEntry) -> None:
-    """Add or replace the entry with the same (S1, S2, monitor, variant)."""
+    """Add or replace the entry with the same (S1, S2, monitor, mode)."""
     cal = load_calibration(path)
     cal.entries = [e for e in cal.entries if e.key != entry.key] + [entry]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -324,8 +327,8 @@ class ThresholdSource(BaseModel):
         return f"{self.source}; {self.evidence}" if self.evidence else self.source
 
 
-def _entries(cal: CalibrationFile, s1: str, s2: str, variant: Variant) -> dict[str, CalibrationEntry]:
-    return {e.monitor: e for e in cal.entries if (e.s1, e.s2, e.variant) == (s1, s2, variant)}
+def _entries(cal: CalibrationFile, s1: str, s2: str, mode: CalibratedMode) -> dict[str, CalibrationEntry]:
+    return {e.monitor: e for e in cal.entries if (e.s1, e.s2, e.mode) == (s1, s2, mode)}
 
 
 def _stale(entry: CalibrationEntry, s1_version: str | None) -> bool:
@@ -333,9 +336,9 @@ def _stale(entry: CalibrationEntry, s1_version: str | None) -> bool:
     return None not in (entry.s1_version, s1_version) and entry.s1_version != s1_version
 
 
-def calibrated_variant(mode: str) -> Variant:
-    """The calibration entry a run of this mode (``engine.supervise.MODES``) takes its h from: a run with
-    reminders takes soma's, one without no_reminder's (a readout run branches where that run would take over)."""
+def calibrated_mode(mode: str) -> CalibratedMode:
+    """The mode whose calibration entry a run of this mode (``engine.supervise.MODES``) takes its h from: a run
+    with reminders takes soma's, one without no_reminder's (a readout run branches where that run would take over)."""
     reminders, _ = MODES[mode]
     return "soma" if reminders else "no_reminder"
 
@@ -366,7 +369,7 @@ def resolve_thresholds(
     longer gives. ``s1_version`` may differ per monitor (by name): a monitor adapter changes its monitor's p,
     and so the version its h keys on (``S1.version_for``), so an h calibrated without the adapter is not used
     with it."""
-    entries = _entries(cal, s1, s2, calibrated_variant(mode))
+    entries = _entries(cal, s1, s2, calibrated_mode(mode))
     chosen = chosen or {}
     out = {}
     for monitor in monitors:

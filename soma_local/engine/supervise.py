@@ -36,7 +36,7 @@ from soma_local.engine.trace import (
 # produce the takeover on a side branch and go on ("branch"), so that the outcome under any h can be
 # read off the one run afterwards (``calibration.readout``).
 Takeovers = Literal["at_h", "never", "branch"]
-# The run variants by name, as ``soma run --mode`` takes them and traces record them: (reminders, takeovers).
+# The run modes by name, as ``soma run --mode`` takes them and traces record them: (reminders, takeovers).
 # no_reminder and readout_no_reminder accumulate evidence from the first pause and take over without a
 # reminder, with their own calibrated h.
 MODES: dict[str, tuple[bool, Takeovers]] = {
@@ -74,7 +74,7 @@ class RunConfig:
 
     @property
     def mode(self) -> str:
-        """The variant's name (``MODES``), as the trace records it."""
+        """The mode's name (``MODES``), as the trace records it."""
         return next(name for name, flags in MODES.items() if flags == (self.reminders, self.takeovers))
 
 
