@@ -41,7 +41,7 @@ def run_setting(url: str, model: str, questions: list[str], n: int, s1: BatchedS
     sampling = SamplingParams(args.temperature, 0.95, 0, 0.0, args.seed)
     monitors = resolve_monitors(["overthinking", "unanswerable"]) if s1 is not None else []
     config = RunConfig(pause=PauseRule(args.scan_interval, args.line_break_slack), max_tokens=args.max_tokens,
-                       sampling=sampling)
+                       sampling=sampling, thresholds={m.name: m.default_threshold for m in monitors})
     backends = [VllmS2(url, model, sampling=sampling) for _ in range(n)]
     passes_before = len(s1.batch_sizes) if s1 is not None else 0
 

@@ -1,6 +1,7 @@
 """Threshold choice and the calibration file: pure, over per-question outcomes (the paper's point rule
 here; the confidence-bound rule in test_selection.py)."""
 
+import json
 import math
 
 import pytest
@@ -8,7 +9,6 @@ import pytest
 from soma_local.calibration.thresholds import (
     CalibrationEntry,
     Objective,
-    calibrated_thresholds,
     choose_threshold,
     monitor_objective,
     load_calibration,
@@ -96,19 +96,22 @@ def test_objectives_need_a_reference_and_a_known_monitor():
     assert monitor_objective(unanswerable, delta=0.02) == Objective(kind="abstention", delta=0.02)
 
 
-def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_variant(tmp_path):
+def test_calibration_file_round_trip_keyed_by_s1_s2_monitor_and_mode(tmp_path):
     path = tmp_path / "cal" / "thresholds.json"
     base = dict(s1="readout:a.gguf", s2="b.gguf", objective=Objective(kind="fewest_tokens"), scan_interval=256,
                 datasets=["calib_easy.jsonl"], n_questions=10, results="r.json")
     save_entry(path, CalibrationEntry(monitor="overthinking", threshold=1.5, **base))
     save_entry(path, CalibrationEntry(monitor="overthinking", threshold=0.5, **base))  # replaces
-    save_entry(path, CalibrationEntry(monitor="overthinking", variant="no_reminder", threshold=math.inf, **base))
+    save_entry(path, CalibrationEntry(monitor="overthinking", mode="no_reminder", threshold=math.inf, **base))
     cal = load_calibration(path)
     assert len(cal.entries) == 2
-    assert calibrated_thresholds(cal, "readout:a.gguf", "b.gguf", ["overthinking", "x"], "soma") == {"overthinking": 0.5}
-    assert calibrated_thresholds(cal, "readout:a.gguf", "b.gguf", ["overthinking"], "no_reminder") == {
-        "overthinking": math.inf}
-    assert calibrated_thresholds(cal, "other", "b.gguf", ["overthinking"], "soma") == {}
+    (monitor,) = resolve_monitors(["overthinking"])
+
+    def h(s1, mode):
+        return resolve_thresholds([monitor], {}, cal, path, s1, "b.gguf", mode)["overthinking"]
+
+    assert h("readout:a.gguf", "soma").h == 0.5 and h("readout:a.gguf", "no_reminder").h == math.inf
+    assert h("other", "soma").source == "monitor default"
     path.write_text("{\"version\": 2}")
     with pytest.raises(DataError, match="thresholds.json"):
         load_calibration(path)
@@ -127,8 +130,6 @@ def test_an_h_calibrated_on_another_version_of_the_s1_is_not_used(tmp_path):
     assert (same.h, same.warning) == (4.0, None)
     assert other.h == 1.5 and other.source == "monitor default"
     assert "another version of classifier:m (aaa, now bbb)" in other.warning
-    assert calibrated_thresholds(cal, "classifier:m", "b.gguf", ["unanswerable"], "soma", "aaa") == {"unanswerable": 4.0}
-    assert calibrated_thresholds(cal, "classifier:m", "b.gguf", ["unanswerable"], "soma", "bbb") == {}
     cal.entries = [CalibrationEntry(**base)]  # written before versions were recorded: taken as it is
     assert resolve_thresholds(*args, "bbb")["unanswerable"].h == 4.0
 
@@ -144,6 +145,48 @@ def test_an_h_calibrated_without_a_monitors_adapter_is_not_used_with_it(tmp_path
     got = resolve_thresholds(monitors, {}, cal, tmp_path / "t.json", "classifier:m", "b.gguf", "soma", versions)
     assert got["unanswerable"].h == 4.0 and got["looping"].source == "monitor default"
     assert "(aaa, now aaa+adapter-1234abcd)" in got["looping"].warning
+
+
+def test_h_is_a_typed_flag_then_the_calibration_file_then_the_monitor_default_per_monitor(tmp_path):
+    """The one precedence every command's h comes from (soma run and soma replay; soma calibrate writes the
+    entries it reads). Each monitor resolves on its own, and an adapted monitor's entry keys on its version."""
+    from soma_local.calibration.thresholds import ThresholdSource
+
+    base = dict(s1="classifier:m", s2="b.gguf", objective=Objective(kind="abstention"), scan_interval=256,
+                datasets=["c.jsonl"], n_questions=50, results="r.json")
+    cal = load_calibration(tmp_path / "none.json")
+    cal.entries = [CalibrationEntry(monitor="unanswerable", threshold=4.0, s1_version="aaa", **base),
+                   CalibrationEntry(monitor="looping", threshold=6.0, s1_version="aaa+adapter-1", **base),
+                   CalibrationEntry(monitor="unanswerable", mode="no_reminder", threshold=8.0, **base)]
+    monitors = resolve_monitors(["unanswerable", "looping", "overthinking"])
+    defaults = {m.name: m.default_threshold for m in monitors}
+    versions = {"unanswerable": "aaa", "looping": "aaa+adapter-1", "overthinking": "aaa"}
+
+    def resolve(flags, mode="soma", s1_version=versions, chosen=None):
+        got = resolve_thresholds(monitors, flags, cal, tmp_path / "t.json", "classifier:m", "b.gguf", mode,
+                                 s1_version, chosen)
+        return {name: (t.h, t.source.split(",")[0]) for name, t in got.items()}
+
+    calibration = f"calibration {tmp_path / 't.json'}"
+    # No flag: the file where it has this monitor's h (the adapted looping's under its adapter's version),
+    # else the monitor file's default.
+    assert resolve({}) == {"unanswerable": (4.0, calibration), "looping": (6.0, calibration),
+                           "overthinking": (defaults["overthinking"], "monitor default")}
+    # A typed h beats the file and the default, for its own monitor only.
+    assert resolve({"unanswerable": 1.5, "overthinking": 2.5}) == {
+        "unanswerable": (1.5, "--threshold"), "looping": (6.0, calibration), "overthinking": (2.5, "--threshold")}
+    # Without its adapter, looping's p is another S1's: the h calibrated with the adapter is not used.
+    plain = resolve({}, s1_version="aaa")
+    assert plain["looping"] == (defaults["looping"], "monitor default") and plain["unanswerable"] == (4.0, calibration)
+    # An h the command chose itself (replay --calibrate-share) ranks after a flag and before the file.
+    here = {"unanswerable": ThresholdSource(h=12.0, source="calibrated on 9 other traces")}
+    assert resolve({}, chosen=here)["unanswerable"] == (12.0, "calibrated on 9 other traces")
+    assert resolve({"unanswerable": 1.5}, chosen=here)["unanswerable"] == (1.5, "--threshold")
+    # A run mode takes the h of the entry its reminders key on: readout runs soma's, no-reminder runs their own.
+    assert resolve({}, mode="readout")["unanswerable"] == (4.0, calibration)
+    for mode in ("no_reminder", "readout_no_reminder"):
+        assert resolve({}, mode=mode)["unanswerable"] == (8.0, calibration)
+        assert resolve({}, mode=mode)["looping"] == (defaults["looping"], "monitor default")
 
 
 def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):
@@ -166,3 +209,22 @@ def test_grid_results_score_each_threshold_from_the_readout_records(tmp_path):
     bad.write_text('{"id": "x", "question": "q", "answer": "1"}\n{"id": "y", "question": "q", "answer": null, "answerable": true}\n')
     with pytest.raises(DataError, match="calib.jsonl:2: answerable question 'y' has no answer"):
         load_questions(bad)
+
+
+def test_a_calibration_file_from_before_mode_was_named_mode_still_loads(tmp_path):
+    """Entries were keyed by "variant" before the one word for a run mode became "mode": such a file keeps its
+    h for each mode, and saving into it rewrites the old entries under the new name."""
+    path = tmp_path / "thresholds.json"
+    entry = {"s1": "classifier:m", "s2": "b.gguf", "monitor": "unanswerable", "threshold": 4.0,
+             "objective": {"kind": "abstention", "delta": 0.0, "fa_weight": 1.0}, "scan_interval": 256,
+             "datasets": ["c.jsonl"], "n_questions": 50, "results": "r.json", "created": "2025-01-01T00:00:00"}
+    path.write_text(json.dumps({"version": 1, "entries": [{**entry, "variant": "no_reminder"}]}))
+    (old,) = load_calibration(path).entries
+    assert old.mode == "no_reminder" and old.key == ("classifier:m", "b.gguf", "unanswerable", "no_reminder")
+    save_entry(path, CalibrationEntry.model_validate({**entry, "threshold": 2.0}))  # soma's, beside it
+    saved = json.loads(path.read_text())["entries"]
+    assert [(e["mode"], e["threshold"]) for e in saved] == [("no_reminder", 4.0), ("soma", 2.0)]
+    assert all("variant" not in e for e in saved)
+    path.write_text(json.dumps({"version": 1, "entries": [{**entry, "variant": "readout"}]}))
+    with pytest.raises(DataError, match="thresholds.json"):  # a mode with no h of its own is still refused
+        load_calibration(path)

@@ -172,6 +172,7 @@ def test_engine_run_with_the_default_s1_writes_a_trace_training_can_cut(s2, clas
     # mode "soma": a remind_only trace stores its infinite thresholds as null and cannot be read back
     # (soma_local/engine/trace.py RunStart.thresholds), a trunk issue reported separately.
     config = RunConfig(pause=PauseRule(64, 32), max_tokens=200,
+                       thresholds={m.name: m.default_threshold for m in monitors.values()},
                        sampling=SamplingParams(0.8, 0.95, 0, 0.0, 3), thinking=ThinkingFormat("prompted", close="</think>"))
     with TraceWriter(path) as trace:
         result = supervise(question, s2, classifier, list(monitors.values()), config, trace)

@@ -27,6 +27,8 @@ def _cases(tmp_path):
     bad_file = tmp_path / "q.txt"
     bad_file.write_bytes(NON_UTF8)
     missing = str(tmp_path / "missing")
+    bad_calibration = tmp_path / "thresholds.json"
+    bad_calibration.write_text('{"version": 2}')
     return [
         # (argv, stdin bytes, words the message must contain)
         (["run", "q", "--threshold", "overthinking=-1"], None, ["--threshold overthinking=-1", "> 0"]),
@@ -60,6 +62,9 @@ def _cases(tmp_path):
         (["calibrate", "--selection", "median"], None, ["--selection", "invalid choice: 'median'"]),
         (["bench", "report", str(tmp_path), "--confidence", "x"], None, ["--confidence x", "(0.5, 1)"]),
         (["calibrate", "--data", missing + ".jsonl"], None, [missing + ".jsonl", "no such file"]),
+        (["calibrate", "--variant", "readout"], None, ["--mode/--variant", "invalid choice: 'readout'"]),
+        (["run", "q", "--calibration", str(bad_calibration)], None, [str(bad_calibration), "not a calibration file"]),
+        (["replay", "--calibration", str(bad_calibration)], None, [str(bad_calibration), "not a calibration file"]),
         (["bench", "run", "--method", "vanilla", "--benchmark", "gsm8k", "--limit", "0"], None, ["--limit 0", "> 0"]),
     ]
 

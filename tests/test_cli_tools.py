@@ -23,7 +23,7 @@ def test_calibrate_writes_results_plot_and_a_calibration_entry_soma_run_reads(tm
     assert set(results["items"]) == {"0.5", "2", "inf"}
     assert (out / "pareto.png").stat().st_size > 0 and len(list((out / "traces").glob("*.jsonl"))) == 1
     (entry,) = load_calibration(cal).entries
-    assert (entry.monitor, entry.variant, entry.s2) == ("overthinking", "soma", smollm_path.name)
+    assert (entry.monitor, entry.mode, entry.s2) == ("overthinking", "soma", smollm_path.name)
     # Keyed by the S1 that scored the runs: the default S1 (the shipped classifier).
     assert entry.threshold in (0.5, 2.0, math.inf) and entry.s1 == "classifier:minilm-reader"
     # A rerun finds the finished trace and does not run S2 again.
@@ -76,3 +76,35 @@ def test_replay_calibrates_on_one_share_and_reports_the_other(tmp_path):
     group = results["groups"]["umwp / M-8B"]
     assert group["h"] == "inf" and group["h_source"] == "calibrated on 2 other traces"
     assert group["vanilla"]["n"] == 1  # only the reported half
+
+
+def test_replay_takes_a_typed_h_then_the_calibration_file_then_the_monitor_default(tmp_path, monkeypatch):
+    """soma replay passes --threshold and --calibration as typed; calibration.thresholds picks h (its no_reminder
+    entry for this S1 and recorded S2). A scripted S1 stands in for a model: the argument path is under test."""
+    import soma_local.s1.factory
+    from conftest import ScriptedS1
+    from soma_local.calibration.thresholds import CalibrationEntry, Objective, save_entry
+
+    monkeypatch.setattr(soma_local.s1.factory, "load_s1", lambda *a, **kw: ScriptedS1([0.9]))
+    line = {"dataset": "umwp", "model": "Org/M-8B", "question_id": "umwp-1", "answerable": False,
+            "prompt": "Tom has some apples. How many apples does he have?", "ground_truth": "I don't know.",
+            "output": "<think>\n" + "Tom has some apples, but the count is not given.\n" * 30 + "</think>\n"
+                      "\\boxed{I don't know.}"}
+    traces, cal = tmp_path / "t.jsonl", tmp_path / "thresholds.json"
+    traces.write_text(json.dumps(line) + "\n")
+    base = dict(s1="scripted", s2="M-8B", monitor="unanswerable", objective=Objective(kind="abstention"),
+                scan_interval=128, datasets=["c.jsonl"], n_questions=50, results="r.json", created="2026-01-02")
+    save_entry(cal, CalibrationEntry(threshold=5.0, **base))  # soma's h: not replay's
+    save_entry(cal, CalibrationEntry(mode="no_reminder", threshold=2.0, **base))
+
+    def replayed(*extra):
+        out = tmp_path / "out"
+        assert main(["replay", "--traces", str(traces), "--scan-interval", "128", "--out", str(out), "--cache-dir",
+                     str(tmp_path / "cache"), "--grid", "1", "--calibration", str(cal), *extra]) == 0
+        group = json.loads((out / "replay_results.json").read_text())["groups"]["umwp / M-8B"]
+        return group["h"], group["h_source"]
+
+    assert replayed() == ("2", f"calibration {cal}, 50 questions, 2026-01-02")
+    assert replayed("--threshold", "7") == ("7", "--threshold")
+    cal.write_text('{"version": 1, "entries": []}')
+    assert replayed() == ("3", "monitor default")  # unanswerable.toml's default_threshold

@@ -70,7 +70,7 @@ def test_failed_scan_adds_no_evidence():
     assert d.action is Action.NONE and d.evidence is None and c.score == before and c.in_episode
 
 
-def test_no_reminder_variant_takes_over_directly():
+def test_no_reminder_mode_takes_over_directly():
     d = run(2, [0.75, 0.75], remind=False)
     assert [x.action for x in d] == [Action.NONE, Action.TAKEOVER]
     assert d[1].score == pytest.approx(2 * evidence(0.75))

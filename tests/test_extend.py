@@ -37,7 +37,8 @@ def test_a_toy_runtime_and_a_toy_monitor_run_supervised_from_their_own_files(tmp
     (tmp_path / "toy.toml").write_text(TOY_MONITOR)
     s2 = build_s2(S2Options(s2="toy"))
     (monitor,) = resolve_monitors([str(tmp_path / "toy.toml")])
-    result = supervise("Q", s2, ScriptedS1([0.9]), [monitor], RunConfig(pause=PauseRule(16, 8), max_tokens=400))
+    config = RunConfig(pause=PauseRule(16, 8), max_tokens=400, thresholds={monitor.name: monitor.default_threshold})
+    result = supervise("Q", s2, ScriptedS1([0.9]), [monitor], config)
     assert result.stop == "takeover" and "TOY TAKEOVER." in result.takeover
     assert "TOY REMINDER: stop repeating yourself." in result.end.output  # the file's reminder reached S2
     assert "TOY TAKEOVER." in result.end.output and result.answer.startswith("**Final Answer**")

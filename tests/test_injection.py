@@ -71,7 +71,7 @@ def test_a_reminder_with_control_strings_is_fed_as_plain_text(s2):
 def test_think_and_reminder_tags_in_a_question_do_not_change_what_the_engine_believes(s2):
     (m,) = resolve_monitors(["overthinking"])
     s1 = ScriptedS1([0.1])  # never a reminder: any <reminder> S2 sees came from the question
-    config = RunConfig.of_mode("soma", pause=PauseRule(8, 0), max_tokens=64,
+    config = RunConfig.of_mode("soma", pause=PauseRule(8, 0), max_tokens=64, thresholds={m.name: m.default_threshold},
                        sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), thinking=ThinkingFormat("prompted", close="</never>"))
     result = supervise(TAGS, s2, s1, [m], config)
     end = result.end

@@ -58,7 +58,8 @@ def test_supervised_run_with_jev_survives_mock_faults_and_traces_missing_scans(s
         with MockRunning(MockConfig(faults=frozenset({fault}))) as mock:
             s1 = load_s1(f"jev:{mock.url}", tokenizer=s2)  # what `soma run --s1 jev:URL` builds
             with TraceWriter(path) as trace:
-                supervise(QUESTION, s2, s1, monitors, RunConfig(**CONFIG), trace)
+                config = RunConfig(**CONFIG, thresholds={m.name: m.default_threshold for m in monitors})
+                supervise(QUESTION, s2, s1, monitors, config, trace)
         records = list(read_trace(path))
         start, end = records[0], records[-1]
         scans = [r for r in records if isinstance(r, Scan)]

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.s2.base import SamplingParams
 from soma_local.engine.pauses import PauseRule
@@ -9,6 +11,7 @@ from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.engine.trace import Branch, Reminder, Scan, Takeover, TraceWriter, read_trace
 
 from conftest import ScriptedS1
+from toy_runtime import ToyS2
 
 QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
 # The embedded model rarely closes thinking; a stop text it never writes keeps it thinking.
@@ -77,7 +80,7 @@ def test_readout_branch_equals_a_real_run_token_for_token(s2, tmp_path):
 def test_failing_s1_never_stops_s2(s2):
     (m,) = resolve_monitors(["overthinking"])
     s1 = ScriptedS1([RuntimeError("S1 down")])
-    result = supervise(QUESTION, s2, s1, [m], config(max_tokens=300))
+    result = supervise(QUESTION, s2, s1, [m], config(max_tokens=300, thresholds={m.name: m.default_threshold}))
     assert result.end.scans >= 2 and result.end.failed_scans == result.end.scans
     scans = [r for r in result.records if isinstance(r, Scan)]
     assert all(s.error and s.monitors["overthinking"].p is None for s in scans)
@@ -94,10 +97,11 @@ def test_vanilla_run_has_no_scans_and_respects_the_limit(s2):
 def test_full_context_ends_the_run_as_a_limit(smollm_path):
     from soma_local.s2.llama_cpp import LlamaCppS2
 
+    (m,) = resolve_monitors(["overthinking"])
     small = LlamaCppS2(smollm_path, n_ctx=256, n_threads=2)
     try:
-        result = supervise(QUESTION, small, ScriptedS1([0.1]), resolve_monitors(["overthinking"]),
-                           config(max_tokens=10_000))
+        result = supervise(QUESTION, small, ScriptedS1([0.1]), [m],
+                           config(max_tokens=10_000, thresholds={m.name: m.default_threshold}))
     finally:
         small.close()
     assert result.stop == "limit"
@@ -119,7 +123,8 @@ def test_a_long_task_is_cut_for_s1_and_the_run_says_so(s2):
     s1._tok = _Chars()
     task = "Background. " * 500 + QUESTION  # ~6k characters against a 2k-character S1 input
     events = []
-    result = supervise(task, s2, s1, [m], config(max_tokens=80, pause=PauseRule(32, 8)), on_event=events.append)
+    run_config = config(max_tokens=80, pause=PauseRule(32, 8), thresholds={m.name: m.default_threshold})
+    result = supervise(task, s2, s1, [m], run_config, on_event=events.append)
     cut = result.records[0].settings["s1_task_cut"]
     assert cut["task_tokens"] == len(task) and cut["kept_tokens"] < cut["budget"] < 2000
     assert events[0] is result.records[0], "the live view hears of the cut before S2 starts"
@@ -128,3 +133,16 @@ def test_a_long_task_is_cut_for_s1_and_the_run_says_so(s2):
     shown_task, reasoning = state.split("\n\nReasoning so far: ", 1)
     assert "tokens of the task left out" in shown_task and shown_task.endswith(QUESTION), "its end is kept"
     assert len(state) <= 2000 and len(reasoning) >= 20 and reasoning in result.end.thinking, "S1 reads reasoning"
+
+
+def test_a_run_that_takes_over_at_h_needs_an_h_for_each_monitor_and_picks_none_itself():
+    """h is picked once, above the engine (calibration.thresholds.resolve_thresholds): a monitor left without one
+    is refused before S2 runs instead of taking its file's default behind the caller's back."""
+    monitors = resolve_monitors(["overthinking", "unanswerable"])
+    s2 = ToyS2([b"Some thought.", b"\n"] * 50)
+    with pytest.raises(ValueError, match="no h for monitor 'unanswerable' in mode no_reminder"):
+        supervise(QUESTION, s2, ScriptedS1([0.1]), monitors, config(mode="no_reminder", thresholds={"overthinking": 2.0}))
+    assert s2._next == 0, "S2 never ran"
+    # A mode that never takes over at h needs none.
+    result = supervise(QUESTION, s2, ScriptedS1([0.1]), monitors, config(mode="remind_only", max_tokens=40))
+    assert result.records[0].thresholds == {"overthinking": float("inf"), "unanswerable": float("inf")}

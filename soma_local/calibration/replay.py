@@ -35,6 +35,11 @@ from soma_local.s2.models import GgufVocab
 
 # ---- controller and outcome (pure) ----------------------------------------------------------------------
 
+# The run mode replay plays (``engine.supervise.MODES``): a recorded trace cannot react to a reminder, so
+# evidence counts from the first pause and h is the no_reminder mode's.
+MODE = "no_reminder"
+
+
 def takeover_pause(probs: Sequence[float | None], h: float) -> int | None:
     """Index of the pause where the no-reminder controller at h takes over, if any."""
     if math.isinf(h):

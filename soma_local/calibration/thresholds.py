@@ -6,8 +6,10 @@ h = inf), pick the best by an explicit objective. Calibration sets are small, so
 "within delta" are judged by confidence bounds from a paired bootstrap of the calibration questions
 (``selection``): an h must beat h = inf with confidence, and the accuracy it could lose is its upper
 bound, not its point estimate. The paper's point rule stays available (``Selection(rule="point")``).
-``choose_threshold`` is the one place h is chosen (``soma calibrate``, ``soma replay``, the bench).
-Choosing is pure; only the file helpers at the bottom touch the disk.
+``choose_threshold`` is the one place h is chosen (``soma calibrate``, ``soma replay``, the bench), and
+``resolve_thresholds`` the one place a run's h is picked (a typed h, else the calibration file's, else the
+monitor file's default) for ``soma run`` and ``soma replay``. Choosing is pure; only the file helpers at the
+bottom touch the disk.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from pathlib import Path
 from typing import Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from soma_local.calibration.metrics import ItemResult, Metrics, summarize
 from soma_local.calibration.selection import EPS, Changes, Effects, Selection, aligned, effects
-from soma_local.engine.monitors import Monitor, ObjectiveKind, threshold_for
+from soma_local.engine.monitors import Monitor, ObjectiveKind
+from soma_local.engine.supervise import MODES
 from soma_local.errors import DataError
 
 _EPS = 1e-12
@@ -235,18 +238,21 @@ def choose_threshold(
 
 # ---- the calibration file ---------------------------------------------------------------------------
 
-Variant = Literal["soma", "no_reminder"]
+# The run modes (``engine.supervise.MODES``) that take over at h, each with its own calibrated h; every other
+# mode reads one of theirs (``calibrated_mode``).
+CalibratedMode = Literal["soma", "no_reminder"]
 
 
 class CalibrationEntry(BaseModel):
-    """One calibrated h for (S1, S2, monitor, variant), with where its evidence lies."""
+    """One calibrated h for (S1, S2, monitor, mode), with where its evidence lies."""
 
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     s1: str
     s2: str
     monitor: str
-    variant: Variant = "soma"
+    # Written as "mode"; files from before the rename call it "variant" and still load.
+    mode: CalibratedMode = Field(default="soma", validation_alias=AliasChoices("mode", "variant"))
     s1_version: str | None = None  # ``S1.version`` when calibrated: a retrained S1 of the same name needs its own h
     threshold: float
     objective: Objective
@@ -263,7 +269,7 @@ class CalibrationEntry(BaseModel):
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        return (self.s1, self.s2, self.monitor, self.variant)
+        return (self.s1, self.s2, self.monitor, self.mode)
 
     @classmethod
     def from_choice(cls, choice: Choice, **fields) -> CalibrationEntry:
@@ -294,7 +300,7 @@ def load_calibration(path: Path) -> CalibrationFile:
 
 
 def save_entry(path: Path, entry: CalibrationEntry) -> None:
-    """Add or replace the entry with the same (S1, S2, monitor, variant)."""
+    """Add or replace the entry with the same (S1, S2, monitor, mode)."""
     cal = load_calibration(path)
     cal.entries = [e for e in cal.entries if e.key != entry.key] + [entry]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -321,13 +327,27 @@ class ThresholdSource(BaseModel):
         return f"{self.source}; {self.evidence}" if self.evidence else self.source
 
 
-def _entries(cal: CalibrationFile, s1: str, s2: str, variant: Variant) -> dict[str, CalibrationEntry]:
-    return {e.monitor: e for e in cal.entries if (e.s1, e.s2, e.variant) == (s1, s2, variant)}
+def _entries(cal: CalibrationFile, s1: str, s2: str, mode: CalibratedMode) -> dict[str, CalibrationEntry]:
+    return {e.monitor: e for e in cal.entries if (e.s1, e.s2, e.mode) == (s1, s2, mode)}
 
 
 def _stale(entry: CalibrationEntry, s1_version: str | None) -> bool:
     """Calibrated on another version of the S1 (an entry from before versions were recorded is taken)."""
     return None not in (entry.s1_version, s1_version) and entry.s1_version != s1_version
+
+
+def calibrated_mode(mode: str) -> CalibratedMode:
+    """The mode whose calibration entry a run of this mode (``engine.supervise.MODES``) takes its h from: a run
+    with reminders takes soma's, one without no_reminder's (a readout run branches where that run would take over)."""
+    reminders, _ = MODES[mode]
+    return "soma" if reminders else "no_reminder"
+
+
+def open_calibration(path: str | None) -> tuple[CalibrationFile, Path]:
+    """The calibration file ``--calibration`` names (``calibration_path``), read now so that a broken one is
+    refused before any model loads; a missing one is empty."""
+    found = calibration_path(path)
+    return load_calibration(found), found
 
 
 def resolve_thresholds(
@@ -337,21 +357,29 @@ def resolve_thresholds(
     cal_path: Path,
     s1: str,
     s2: str,
-    variant: Variant,
+    mode: str,
     s1_version: str | None | Mapping[str, str | None] = None,
+    chosen: Mapping[str, ThresholdSource] | None = None,
 ) -> dict[str, ThresholdSource]:
-    """Each monitor's h: ``--threshold`` wins, then this (S1, S2, variant)'s calibration entry, then the
-    monitor's default (``threshold_for``). An entry made with another version of the S1 is not used: its h
-    was chosen for probabilities this S1 no longer gives. ``s1_version`` may differ per monitor (by name):
-    a monitor adapter changes its monitor's p, and so the version its h keys on (``S1.version_for``)."""
-    entries = _entries(cal, s1, s2, variant)
+    """Each monitor's h for a run of ``mode``, the one place it is picked: ``--threshold`` (``flags``, as the
+    user typed them) wins, then an h the command chose itself (``chosen``: ``soma replay --calibrate-share``),
+    then this (S1, S2, mode)'s calibration entry, then the monitor file's ``default_threshold``.
+
+    An entry made with another version of the S1 is not used: its h was chosen for probabilities this S1 no
+    longer gives. ``s1_version`` may differ per monitor (by name): a monitor adapter changes its monitor's p,
+    and so the version its h keys on (``S1.version_for``), so an h calibrated without the adapter is not used
+    with it."""
+    entries = _entries(cal, s1, s2, calibrated_mode(mode))
+    chosen = chosen or {}
     out = {}
     for monitor in monitors:
-        name, default = monitor.name, threshold_for(monitor, {})
+        name, default = monitor.name, monitor.default_threshold
         version = s1_version.get(name) if isinstance(s1_version, Mapping) else s1_version
         entry = entries.get(name)
         if name in flags:
             out[name] = ThresholdSource(h=flags[name], source="--threshold")
+        elif name in chosen:
+            out[name] = chosen[name]
         elif entry is not None and _stale(entry, version):
             out[name] = ThresholdSource(
                 h=default, source="monitor default",
@@ -370,11 +398,3 @@ def resolve_thresholds(
         else:
             out[name] = ThresholdSource(h=default, source="monitor default")
     return out
-
-
-def calibrated_thresholds(
-    cal: CalibrationFile, s1: str, s2: str, monitors: list[str], variant: Variant, s1_version: str | None = None
-) -> dict[str, float]:
-    """The calibrated h of each monitor that has one for this S1 (this version of it) and S2."""
-    found = {m: e.threshold for m, e in _entries(cal, s1, s2, variant).items() if not _stale(e, s1_version)}
-    return {m: found[m] for m in monitors if m in found}

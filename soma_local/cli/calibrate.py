@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import get_args
 
 from soma_local.cli.args import (
     UsageError, add_adapter_argument, add_calibration_arguments, add_s2_arguments, existing_file, objective_from,
@@ -54,7 +55,7 @@ def cmd_calibrate(args) -> int:
         s1 = BatchedS1(s1)
     s1, _ = use_adapters(args, s1, [monitor])
     config = RunConfig(
-        reminders=args.variant == "soma",
+        reminders=args.mode == "soma",
         takeovers="branch",
         pause=PauseRule(args.scan_interval, args.line_break_slack),
         max_tokens=args.max_tokens,
@@ -71,7 +72,7 @@ def cmd_calibrate(args) -> int:
     results_path = out / "calibration_results.json"
     write_json(results_path, {
         "s1": s1.name, "s1_version": s1.version_for(monitor.statement), "s2": s2.name, "monitor": monitor.name,
-        "variant": args.variant,
+        "mode": args.mode,
         "datasets": [shareable_path(f) for f in files], "limit": args.limit, "seed": args.seed,
         "scan_interval": args.scan_interval, "max_tokens": args.max_tokens,
         "choice": jsonable(choice),
@@ -79,7 +80,7 @@ def cmd_calibrate(args) -> int:
     })
     series = f"{s2.name} / {monitor.name}"
     plot = pareto_plot({series: metrics}, {}, objective.kind, out / "pareto.png",
-                       f"readout calibration: {monitor.name}, {args.variant}", chosen={series: choice.threshold})
+                       f"readout calibration: {monitor.name}, {args.mode}", chosen={series: choice.threshold})
     print(table([(f"h={h_label(h)}" + (" *" if h == choice.threshold else ""), m) for h, m in metrics.items()],
                 baseline=metrics[math.inf]))
     print(TABLE_KEY)
@@ -88,13 +89,13 @@ def cmd_calibrate(args) -> int:
     if refused := choice.refused():
         print(refused)
     entry = CalibrationEntry.from_choice(
-        choice, s1=s1.name, s2=s2.name, monitor=monitor.name, variant=args.variant,
+        choice, s1=s1.name, s2=s2.name, monitor=monitor.name, mode=args.mode,
         s1_version=s1.version_for(monitor.statement),
         scan_interval=args.scan_interval, datasets=[Path(f).name for f in files], n_questions=len(questions),
         results=str(results_path),
     )
     cal_path = calibration_path(args.calibration)
-    key = f"({s1.name}, {s2.name}, {monitor.name}, {args.variant}) [{objective.describe()}; {choice.selection.describe()}]"
+    key = f"({s1.name}, {s2.name}, {monitor.name}, {args.mode}) [{objective.describe()}; {choice.selection.describe()}]"
     if len(questions) < MIN_CALIBRATION_QUESTIONS and not args.save_anyway:
         print(f"h = {h_label(choice.threshold)} for {key}; NOT written to {cal_path}: {len(questions)} question(s) "
               f"is too few to set h for later runs (>= {MIN_CALIBRATION_QUESTIONS}, or --save-anyway); "
@@ -108,13 +109,16 @@ def cmd_calibrate(args) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from soma_local.calibration.thresholds import CalibratedMode
+
     cal = sub.add_parser("calibrate", help="choose h per (S1, S2, monitor) by single-run readout")
     add_calibration_arguments(cal)
     add_adapter_argument(cal)
     cal.add_argument("--data", action="append", type=existing_file,
                      help="calibration JSONL (default: the monitor file's calibration_data, under the data directory)")
-    cal.add_argument("--variant", default="soma", choices=["soma", "no_reminder"],
-                     help="soma (remind, then take over) or the no-reminder ablation, each with its own h")
+    cal.add_argument("--mode", "--variant", dest="mode", default="soma", choices=list(get_args(CalibratedMode)),
+                     help="the run mode h is for: soma (remind, then take over) or no_reminder (the ablation), each "
+                     "with its own h (--variant: its old name)")
     cal.add_argument("--max-tokens", type=positive_int, default=32768, help="generation limit per question")
     cal.add_argument("--concurrency", type=positive_int, default=1,
                      help="questions in flight at once against an S2 server (--s2 vllm:URL)")

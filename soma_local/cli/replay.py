@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from soma_local.cli.args import (
@@ -17,9 +18,7 @@ from soma_local.errors import SomaError
 
 
 def cmd_replay(args) -> int:
-    from soma_local.calibration.thresholds import (
-        calibrated_thresholds, calibration_path, choose_threshold, load_calibration,
-    )
+    from soma_local.calibration.thresholds import ThresholdSource, choose_threshold, open_calibration, resolve_thresholds
     from soma_local.calibration.metrics import summarize
     from soma_local.s2.models import GgufVocab, resolve_gguf
     from soma_local.engine.monitors import resolve_monitors
@@ -27,7 +26,9 @@ def cmd_replay(args) -> int:
     from soma_local.calibration.recorded import (
         InterruptedRun, from_engine_trace, load_traces, reserved_questions, trace_files,
     )
-    from soma_local.calibration.replay import calibration_ids, group_key, grouped, replay_item, sample_traces, scan
+    from soma_local.calibration.replay import (
+        MODE, calibration_ids, group_key, grouped, replay_item, sample_traces, scan,
+    )
     from soma_local.engine.trace import read_trace
     from soma_local.calibration.report import (
         PAPER_UNANSWERABLE, PAPER_UNANSWERABLE_STATEMENT, TABLE_KEY, effects_table, h_label, replay_plot, table,
@@ -38,6 +39,8 @@ def cmd_replay(args) -> int:
     from soma_local.calibration.scoring import is_abstention
 
     (monitor,) = resolve_monitors([args.monitor])
+    cal, cal_path = open_calibration(args.calibration)
+    flags = {monitor.name: args.threshold} if args.threshold is not None else {}
     files = args.traces or ([] if args.engine_traces else trace_files(data_dir()))
     traces = [t for f in files for t in sample_traces(load_traces(f), args.limit, args.seed)]
     if args.engine_traces:
@@ -92,18 +95,17 @@ def cmd_replay(args) -> int:
             per_h = {c.threshold: c.metrics for c in choice.candidates}
             print(table([(f"h={h_label(x)}", m) for x, m in per_h.items()], baseline=per_h[math.inf]))
             print(effects_table(choice))
-    cal = load_calibration(calibration_path(args.calibration))
     out = Path(args.out)
     groups = {}
     for (dataset, model), items in sorted(grouped(t for t in scanned if t.id not in held).items()):
-        from_file = calibrated_thresholds(cal, s1.name, model, [monitor.name], "no_reminder",
-                                          s1.version_for(monitor.statement)).get(monitor.name)
-        h, source = (
-            (args.threshold, "--threshold") if args.threshold
-            else (choices[model].threshold, f"calibrated on {calibration[model]['n']} other traces") if model in choices
-            else (from_file, "calibration file") if from_file
-            else (monitor.default_threshold, "monitor default")
-        )
+        chosen = ({monitor.name: ThresholdSource(h=choices[model].threshold,
+                                                 source=f"calibrated on {calibration[model]['n']} other traces")}
+                  if model in choices else {})
+        picked = resolve_thresholds([monitor], flags, cal, cal_path, s1.name, model, MODE,
+                                    s1.version_for(monitor.statement), chosen)[monitor.name]
+        if picked.warning:
+            print(f"soma: warning: {picked.warning}", file=sys.stderr)
+        h, source = picked.h, picked.source
         hs = sorted(set(grid) | {h})
         per_h = {x: metrics_at(items, x) for x in hs}
         vanilla = summarize([t.vanilla for t in items])
@@ -120,7 +122,7 @@ def cmd_replay(args) -> int:
     payload = {
         "s1": s1.name, "s1_version": s1.version_for(monitor.statement), "monitor": monitor.name,
         "objective": objective.kind,
-        "controller": "no_reminder",
+        "controller": MODE,
         "tokenizer": str(resolve_gguf(args.tokenizer).name), "scan_interval": args.scan_interval,
         "takeover_answer_tokens": args.takeover_answer_tokens, "limit": args.limit, "seed": args.seed,
         "files": [shareable_path(f) for f in files], "calibrate_share": args.calibrate_share, "calibration": calibration,

@@ -20,7 +20,7 @@ DEFAULT_MONITORS = ["overthinking", "unanswerable"]
 
 def _prepare(args):
     """What is left to check once argparse has checked each argument alone, before any model loads."""
-    from soma_local.calibration.thresholds import calibration_path, load_calibration
+    from soma_local.calibration.thresholds import open_calibration
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.s1.factory import check_spec
 
@@ -31,8 +31,7 @@ def _prepare(args):
     monitors = resolve_monitors(args.monitor or DEFAULT_MONITORS)
     flags = parse_thresholds(args.threshold or [], [m.name for m in monitors])
     trace = args.trace or writable_file(str(Path("runs") / f"{datetime.now():%Y%m%d-%H%M%S}.jsonl"))
-    cal_path = calibration_path(args.calibration)
-    return question, monitors, flags, trace, (load_calibration(cal_path), cal_path), options
+    return question, monitors, flags, trace, open_calibration(args.calibration), options
 
 
 def cmd_run(args) -> int:
@@ -53,22 +52,19 @@ def cmd_run(args) -> int:
     s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=threads, n_gpu_layers=args.n_gpu_layers,
                  tokenizer=s2)
     s1, adapted = use_adapters(args, s1, monitors)
-    reminders, takeovers = MODES[args.mode]
-    variant = "soma" if reminders else "no_reminder"
     thresholds = {} if s1 is None else resolve_thresholds(
-        monitors, flags, cal, cal_path, s1.name, s2.name, variant, {m.name: s1.version_for(m.statement) for m in monitors})
-    s1_label = "none" if s1 is None else s1.name + (f" + adapters ({', '.join(adapted)})" if adapted else "")
-    view.header(question, f"S2 {s2.name} | S1 {s1_label} | threads {threads} | trace {trace_path}",
-                thresholds, f"inf (mode {args.mode})" if takeovers != "at_h" else None)
-    s2.prompt_progress = view.prompt_progress
-    config = RunConfig(
-        reminders=reminders,
-        takeovers=takeovers,
+        monitors, flags, cal, cal_path, s1.name, s2.name, args.mode, {m.name: s1.version_for(m.statement) for m in monitors})
+    config = RunConfig.of_mode(
+        args.mode,
         thresholds={name: t.h for name, t in thresholds.items()},
         pause=PauseRule(args.scan_interval, args.line_break_slack),
         max_tokens=args.max_tokens or args.n_ctx,  # default: whatever the context leaves
         sampling=options.sampling,
     )
+    s1_label = "none" if s1 is None else s1.name + (f" + adapters ({', '.join(adapted)})" if adapted else "")
+    view.header(question, f"S2 {s2.name} | S1 {s1_label} | threads {threads} | trace {trace_path}",
+                thresholds, f"inf (mode {args.mode})" if config.takeovers != "at_h" else None)
+    s2.prompt_progress = view.prompt_progress
     with TraceWriter(trace_path) as trace:
         try:
             result = supervise(question, s2, s1, monitors, config, trace, on_piece=view.on_piece,

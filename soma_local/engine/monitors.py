@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Iterable, Literal, Mapping
+from typing import Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -77,12 +77,6 @@ class Monitor(BaseModel):
         if math.isnan(value):
             raise ValueError("must be a number")
         return value
-
-
-def threshold_for(monitor: Monitor, chosen: Mapping[str, float]) -> float:
-    """A monitor's h: the one chosen for it (flag or calibration), else its file's default. The one
-    place the default applies."""
-    return chosen.get(monitor.name, monitor.default_threshold)
 
 
 def load_monitor(path: str | Path) -> Monitor:

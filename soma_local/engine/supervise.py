@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Callable, Literal, Sequence
 
 from soma_local.engine.controller import Action, Controller, Decision
-from soma_local.engine.monitors import Monitor, threshold_for
+from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.base import OnPiece, S2Backend, SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, system_prompt
@@ -36,7 +36,7 @@ from soma_local.engine.trace import (
 # produce the takeover on a side branch and go on ("branch"), so that the outcome under any h can be
 # read off the one run afterwards (``calibration.readout``).
 Takeovers = Literal["at_h", "never", "branch"]
-# The run variants by name, as ``soma run --mode`` takes them and traces record them: (reminders, takeovers).
+# The run modes by name, as ``soma run --mode`` takes them and traces record them: (reminders, takeovers).
 # no_reminder and readout_no_reminder accumulate evidence from the first pause and take over without a
 # reminder, with their own calibrated h.
 MODES: dict[str, tuple[bool, Takeovers]] = {
@@ -58,7 +58,9 @@ def is_readout(mode: str | None) -> bool:
 class RunConfig:
     reminders: bool = True
     takeovers: Takeovers = "at_h"
-    thresholds: dict[str, float] = field(default_factory=dict)  # per monitor; default from the file
+    # h per monitor, as picked above the engine (``calibration.thresholds.resolve_thresholds``: a typed h, the
+    # calibration file's, the monitor file's default); a run that takes over at h needs one for each monitor.
+    thresholds: dict[str, float] = field(default_factory=dict)
     pause: PauseRule = field(default_factory=PauseRule)
     max_tokens: int = 32768
     thinking: ThinkingFormat | None = None  # None: detect from the GGUF
@@ -72,7 +74,7 @@ class RunConfig:
 
     @property
     def mode(self) -> str:
-        """The variant's name (``MODES``), as the trace records it."""
+        """The mode's name (``MODES``), as the trace records it."""
         return next(name for name, flags in MODES.items() if flags == (self.reminders, self.takeovers))
 
 
@@ -92,7 +94,14 @@ def reminder_paragraph(monitor: Monitor) -> str:
 
 
 def _threshold(monitor: Monitor, config: RunConfig) -> float:
-    return threshold_for(monitor, config.thresholds) if config.takeovers == "at_h" else math.inf
+    """The h the monitor's controller takes over at: the one it was given, or inf in a mode that never takes
+    over at h. The engine resolves no default: that would be a second place where h is picked."""
+    if config.takeovers != "at_h":
+        return math.inf
+    if monitor.name not in config.thresholds:
+        raise ValueError(f"no h for monitor '{monitor.name}' in mode {config.mode}: RunConfig.thresholds needs one "
+                         "for each monitor (calibration.thresholds.resolve_thresholds picks them)")
+    return config.thresholds[monitor.name]
 
 
 def _scan(s1: S1 | None, monitors: Sequence[Monitor], task: str, reasoning: str):

@@ -4,7 +4,7 @@
 every possible takeover continuation is produced on a branch. ``NoReminder`` does the same without
 reminders (``readout_no_reminder``: its S2 text differs, so it needs its own run and its own h). The
 trace records are kept whole (run_end included), so ``bench.score.readout_at`` reads off any h with
-``soma_local.calibration.readout``, and the report picks each variant's h on the calibration sets.
+``soma_local.calibration.readout``, and the report picks each mode's h on the calibration sets.
 """
 
 from __future__ import annotations
