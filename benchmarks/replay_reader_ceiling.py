@@ -42,7 +42,7 @@ from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule, pause_cuts
 from soma_local.errors import DataError
 from soma_local.s1.temperature import auroc
-from soma_local.s2.models import GgufVocab, resolve_gguf
+from soma_local.s2.model_files import GgufVocab, resolve_gguf
 from training.labels.readers import StateLabel, agreement, read_labels
 from training.states.reader_set import render_state, short_model, trace_key, write_jsonl
 

@@ -22,7 +22,7 @@ from soma_local.s1.factory import load_s1
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat, prompt_for, prompt_ids
 from soma_local.s2.llama_cpp import LlamaCppS2
-from soma_local.s2.models import resolve_gguf
+from soma_local.s2.model_files import resolve_gguf
 
 INTERVAL = 256
 

@@ -26,7 +26,7 @@ from soma_local.s1.factory import load_s1
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt
 from soma_local.s2.llama_cpp import LlamaCppS2
-from soma_local.s2.models import resolve_gguf
+from soma_local.s2.model_files import resolve_gguf
 
 PROMPTS = [
     "List the first twenty prime numbers and explain for each why it is prime.",

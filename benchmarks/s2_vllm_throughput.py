@@ -32,7 +32,7 @@ from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.s1.batched import BatchedS1
 from soma_local.s1.factory import load_s1
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.models import hf_folder
+from soma_local.s2.model_files import hf_folder
 from soma_local.s2.vllm import ServerStats, VllmS2
 from soma_local.s2.vllm_server import local_vllm
 

@@ -27,7 +27,7 @@ QUESTION = "Write a long story about a cat who learns arithmetic, with every sum
 
 def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> None:
     """Runs in a fresh process (the wait policy is read when OpenMP loads): prints one JSON line."""
-    from soma_local.s2.models import resolve_gguf
+    from soma_local.s2.model_files import resolve_gguf
     from soma_local.s2.base import SamplingParams
     from soma_local.s2.formats import ThinkingFormat, prompt_for, prompt_ids
     from soma_local.s2.llama_cpp import LlamaCppS2

@@ -57,7 +57,7 @@ class _RealTokenizerless:
 
 @pytest.fixture(scope="session")
 def smollm_path() -> Path:
-    from soma_local.s2.models import resolve_gguf
+    from soma_local.s2.model_files import resolve_gguf
 
     return resolve_gguf(None)
 
@@ -82,7 +82,7 @@ def data_dir() -> Path:
 
 def _vllm_missing() -> str | None:
     from soma_local.errors import SomaError
-    from soma_local.s2.models import hf_folder
+    from soma_local.s2.model_files import hf_folder
     from soma_local.s2.vllm_server import vllm_python
 
     if not vllm_python().is_file():
@@ -100,7 +100,7 @@ def vllm_folder():
     missing (``bash scripts/setup_vllm.sh`` makes it); CI must run the tests that need it."""
     import os
 
-    from soma_local.s2.models import hf_folder
+    from soma_local.s2.model_files import hf_folder
 
     missing = _vllm_missing()
     if missing:

@@ -151,7 +151,7 @@ def test_tune_refuses_bad_labels_before_any_model_loads(looping, tmp_path, capsy
 
 
 def test_the_shared_formula_leaves_a_released_cue_heads_json_and_so_its_version_alone():
-    from soma_local.s1.models import CueHead
+    from soma_local.s1.model_folders import CueHead
 
     assert list(CueHead.model_fields) == ["cue_set", "mean", "scale", "weights", "bias", "encoder_weight"]
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from soma_local.bench.results import read_results
-from soma_local.bench.runner import EngineSpec, run_bench
+from soma_local.bench.runner import HarnessSpec, run_bench
 from soma_local.errors import DataError
 
 
@@ -95,7 +95,7 @@ def _run_roots(prompts: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
 def test_concurrency_4_gives_the_per_question_results_of_1(vllm_url, data_dir, tmp_path):
     """N=1 on one server, N=4 on one server and N=4 over two servers: the same results. Over two
     servers, each question stays on one (its prefix cache is there), and both take questions."""
-    spec = EngineSpec(s2=f"vllm:{vllm_url}", s2_model="smollm2-135m", temperature=0.8, seed=3,
+    spec = HarnessSpec(s2=f"vllm:{vllm_url}", s2_model="smollm2-135m", temperature=0.8, seed=3,
                       scan_interval=32, line_break_slack=8, max_tokens=100)
     proxies = [RecordingProxy(vllm_url), RecordingProxy(vllm_url)]
     two = spec.model_copy(update={"s2": "vllm:" + ",".join(p.url for p in proxies)})
@@ -128,7 +128,7 @@ def test_concurrency_4_gives_the_per_question_results_of_1(vllm_url, data_dir, t
 
 def test_concurrency_needs_an_s2_server(tmp_path, data_dir):
     with pytest.raises(DataError, match="needs an S2 server"):
-        run_bench(EngineSpec(s2_model="smollm2-135m"), ["vanilla"], ["gsm8k"], tmp_path, limit=1, concurrency=2,
+        run_bench(HarnessSpec(s2_model="smollm2-135m"), ["vanilla"], ["gsm8k"], tmp_path, limit=1, concurrency=2,
                   progress=False, data_root=data_dir)
 
 

@@ -1,6 +1,6 @@
 """The baselines on the real embedded S2: sweeps read off exactly what a real run would produce."""
 
-from soma_local.bench.methods.base import Engine
+from soma_local.bench.methods.base import Harness
 from soma_local.bench.methods.budget import FORCED_PREFILL, BudgetForcing
 from soma_local.bench.methods.deer import Deer
 from soma_local.bench.methods.dynasor import DynasorSweep
@@ -19,15 +19,15 @@ FMT = ThinkingFormat("prompted", close="</never-closes>")
 (OVERTHINKING,) = resolve_monitors(["overthinking"])
 
 
-def engine(s2, **kw) -> Engine:
+def harness(s2, **kw) -> Harness:
     base = dict(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), max_tokens=160, thinking=FMT,
                 pause=PauseRule(48, 16))
     base.update(kw)
-    return Engine(**base)
+    return Harness(**base)
 
 
 def test_budget_sweep_equals_vanilla_and_a_real_forced_run(s2):
-    e = engine(s2)
+    e = harness(s2)
     vanilla = Vanilla().run(PROMPT, OVERTHINKING, e)
     sweep = BudgetForcing([40], answer_tokens=24).run(PROMPT, OVERTHINKING, e)
     # The main line is vanilla token for token: branches never touch the sampler.
@@ -42,7 +42,7 @@ def test_budget_sweep_equals_vanilla_and_a_real_forced_run(s2):
 
 
 def test_dynasor_probes_are_branches_and_count(s2):
-    e = engine(s2)
+    e = harness(s2)
     vanilla = Vanilla().run(PROMPT, OVERTHINKING, e)
     out = DynasorSweep(interval=32, probe_tokens=8).run(PROMPT, OVERTHINKING, e)
     assert out.thinking == vanilla.thinking
@@ -52,7 +52,7 @@ def test_dynasor_probes_are_branches_and_count(s2):
 
 
 def test_deer_peeks_at_wait_without_changing_the_run(s2):
-    e = engine(s2)
+    e = harness(s2)
     vanilla = Vanilla().run(PROMPT, OVERTHINKING, e)
     out = Deer(threshold=1.01).run(PROMPT, OVERTHINKING, e)  # never confident: runs to the end
     assert out.thinking == vanilla.thinking and out.tokens.probe > 0
@@ -61,7 +61,7 @@ def test_deer_peeks_at_wait_without_changing_the_run(s2):
 
 
 def test_soma_readout_keeps_the_trace_for_read_off(s2):
-    e = engine(s2, s1=ScriptedS1([0.9, 0.8, 0.8]))
+    e = harness(s2, s1=ScriptedS1([0.9, 0.8, 0.8]))
     out = SomaReadout().run(PROMPT, OVERTHINKING, e)
     kinds = [r["type"] for r in out.records]
     assert kinds[0] == "run_start" and "reminder" in kinds and "branch" in kinds

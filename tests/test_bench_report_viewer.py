@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from soma_local.bench.methods.base import Engine
+from soma_local.bench.methods.base import Harness
 from soma_local.bench.methods.soma import SomaReadout
 from soma_local.bench.report import write_reports
 from soma_local.bench.results import ResultFile, ResultLine
@@ -77,9 +77,9 @@ def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_pat
     if browser is None:
         pytest.skip("no headless browser installed (apt-get install -y chromium)")
     (monitor,) = resolve_monitors(["overthinking"])
-    engine = Engine(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), s1=ScriptedS1([0.9, 0.8, 0.8]),
+    harness = Harness(s2=s2, sampling=SamplingParams(0.8, 0.95, 0, 0.0, 21), s1=ScriptedS1([0.9, 0.8, 0.8]),
                     pause=PauseRule(48, 16), max_tokens=200, thinking=NEVER_CLOSES)
-    outcome = SomaReadout().run(QUESTION, monitor, engine)
+    outcome = SomaReadout().run(QUESTION, monitor, harness)
     assert sum(r["type"] == "scan" for r in outcome.records) >= 2
     path = tmp_path / "soma.jsonl"
     f = ResultFile(path, {})

@@ -9,7 +9,7 @@ from soma_local.engine.monitors import resolve_monitors
 from soma_local.s1.base import S1Query
 from soma_local.s1.classifier import ClassifierS1
 from soma_local.s1.factory import DEFAULT_S1, load_s1
-from soma_local.s1.models import DEFAULT_S1_MODEL, S1_MODELS_DIR, resolve_s1_model
+from soma_local.s1.model_folders import DEFAULT_S1_MODEL, S1_MODELS_DIR, resolve_s1_model
 from soma_local.s1.state import parse_state
 
 TASK = "A shop sells pens at $2 each. Tom buys 7 pens. How much does he pay?"

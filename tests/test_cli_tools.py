@@ -1,4 +1,4 @@
-"""`soma calibrate` and `soma replay` end to end on the embedded GGUF (S2 and the readout S1), tiny."""
+"""`soma calibrate` and `soma replay` end to end on the embedded GGUF (S2 and the LLM-judge S1), tiny."""
 
 import json
 import math

@@ -44,9 +44,9 @@ def test_injected_chat_turns_in_a_question_stay_plain_text(s2):
 
 
 def test_a_readout_s1_state_with_control_strings_stays_plain_text(smollm_path):
-    from soma_local.s1.llm_readout import ReadoutS1
+    from soma_local.s1.llm_judge import LlmJudgeS1
 
-    s1 = ReadoutS1(smollm_path, input_limit=512, n_threads=2)
+    s1 = LlmJudgeS1(smollm_path, input_limit=512, n_threads=2)
     try:
         benign = prompt_ids(s1.llm, s1._prompt("a statement", "Task: q\n\nReasoning so far: r"))
         hostile = prompt_ids(s1.llm, s1._prompt("a statement", "Task: q\n\nReasoning so far: " + INJECTED))

@@ -8,7 +8,7 @@ import pytest
 from jevcompat.mock import FAULTS, MockConfig, Running
 
 from soma_local.errors import S1Error
-from soma_local.s2.models import GgufVocab
+from soma_local.s2.model_files import GgufVocab
 from soma_local.s1.base import S1Query
 from soma_local.s1.factory import load_s1
 from soma_local.s1.jev import CUSTOM_KEY_ENV, JevS1, RetryPolicy, resolve_endpoint

@@ -3,7 +3,7 @@
 The always-on test runs every jevcompat case except the three that need hundreds of S1 calls
 (choice-options up to 255 options, and the statistical semantics checks), with auth on, then the
 preflight with auth off. The full suite, both auth modes, is ``python -m benchmarks.jevcompat_serve``
-(about 10 minutes per mode with the readout S1 on two busy CPU cores) and runs here with
+(about 10 minutes per mode with the LLM-judge S1 on two busy CPU cores) and runs here with
 SOMA_JEVCOMPAT_FULL=1.
 """
 

@@ -6,12 +6,12 @@ import pytest
 from jevcompat.mock import MockConfig
 from jevcompat.mock import Running as MockRunning
 
-from soma_local.s2.models import GgufVocab
+from soma_local.s2.model_files import GgufVocab
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.s1.base import S1Query
 from soma_local.s1.factory import load_s1
 from soma_local.s1.jev import JevS1
-from soma_local.s1.llm_readout import ReadoutS1
+from soma_local.s1.llm_judge import LlmJudgeS1
 from soma_local.s2.base import SamplingParams
 from soma_local.s2.formats import ThinkingFormat
 from soma_local.engine.pauses import PauseRule
@@ -30,7 +30,7 @@ KEY = "roundtrip-key-0f3c"
 def test_jev_adapter_through_soma_serve_equals_the_local_s1(smollm_path):
     monitors = resolve_monitors(["overthinking", "unanswerable"])
     queries = [S1Query(m.statement, TASK, REASONING) for m in monitors]
-    served, local = ReadoutS1(smollm_path, n_threads=1), ReadoutS1(smollm_path, n_threads=1)
+    served, local = LlmJudgeS1(smollm_path, n_threads=1), LlmJudgeS1(smollm_path, n_threads=1)
     direct = local.score(queries)
     via = {}
     with Running(create_app(served, api_key=KEY)) as server:

@@ -1,4 +1,4 @@
-"""``soma serve`` over real sockets, around the real embedded readout S1 (SmolLM2): wire format,
+"""``soma serve`` over real sockets, around the real embedded LLM-judge S1 (SmolLM2): wire format,
 auth, size limit, zstd bodies, error shapes, and answers that depend only on each question's text."""
 
 import json
@@ -7,7 +7,7 @@ import httpx
 import pytest
 import zstandard
 
-from soma_local.s1.llm_readout import ReadoutS1
+from soma_local.s1.llm_judge import LlmJudgeS1
 from soma_local.serve.app import Running, create_app
 from soma_local.s1.state import format_state
 
@@ -24,7 +24,7 @@ LLAMA_TOL = 0.03
 
 @pytest.fixture(scope="module")
 def s1(smollm_path):
-    backend = ReadoutS1(smollm_path, n_threads=1)
+    backend = LlmJudgeS1(smollm_path, n_threads=1)
     yield backend
     backend.close()
 
@@ -120,7 +120,7 @@ def test_zstd_bodies_get_the_same_answer_as_plain_ones(server):
 
 
 def test_long_states_are_cut_the_soma_way_or_read_in_windows(smollm_path):
-    short = ReadoutS1(smollm_path, n_threads=1, input_limit=256)
+    short = LlmJudgeS1(smollm_path, n_threads=1, input_limit=256)
     reasoning = "Step: add the numbers again and compare with the last result.\n" * 40  # > 256 tokens
     soma_state = format_state("What is 17 + 25?", reasoning)
     cut = short.state_for("What is 17 + 25?", reasoning, [NOUL["instructions"]])

@@ -46,13 +46,13 @@ def test_no_module_imports_from_a_layer_above_it():
     assert not wrong, "\n".join(wrong)
 
 
-# S1 may use S2's layer for one reason: the LLM-readout S1 *is* a language model, so it loads a GGUF,
+# S1 may use S2's layer for one reason: the LLM-judge S1 *is* a language model, so it loads a GGUF,
 # renders its chat template and runs it on the llama.cpp runtime, and the Jev S1 counts its input limit in
 # an S2 tokenizer. Nothing else of S2 (the token loop, sessions, vLLM) is S1's business, and shared
 # policy that both use (how many threads) lives in the ground layer (soma_local/threads.py), not in S2.
 S1_USES_OF_S2 = {
-    "soma_local/s1/llm_readout.py": {"soma_local.s2.formats", "soma_local.s2.llama_cpp"},
-    "soma_local/s1/factory.py": {"soma_local.s2.models"},
+    "soma_local/s1/llm_judge.py": {"soma_local.s2.formats", "soma_local.s2.llama_cpp"},
+    "soma_local/s1/factory.py": {"soma_local.s2.model_files"},
 }
 
 

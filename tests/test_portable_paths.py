@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from soma_local.bench.runner import EngineSpec
+from soma_local.bench.runner import HarnessSpec
 from soma_local.data_dir import shareable_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_shareable_path_keeps_working_directory_paths_relative_and_others_as_nam
 
 def test_bench_results_record_an_s1_path_by_its_shareable_form(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    spec = lambda s1: EngineSpec(s2_model="/models/s2.gguf", s1=s1).identity()
+    spec = lambda s1: HarnessSpec(s2_model="/models/s2.gguf", s1=s1).identity()
     assert spec("readout:/models/readout.gguf")["s1"] == "readout:readout.gguf"
     assert spec(f"classifier:{tmp_path}/s1/mine")["s1"] == "classifier:s1/mine"
     assert spec("classifier")["s1"] == "classifier" and spec("jev:http://127.0.0.1:8000")["s1"] == "jev:http://127.0.0.1:8000"

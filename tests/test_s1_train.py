@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from soma_local.s1.classifier import SharedStateEncoder
-from soma_local.s1.models import resolve_backbone
+from soma_local.s1.model_folders import resolve_backbone
 from training.bank import evaluate as bank_eval
 from training.bank.statement_bank import load_bank
 from training.labels.pairs import Pair, reworded, trainable

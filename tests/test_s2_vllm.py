@@ -114,7 +114,7 @@ def test_a_wrong_model_name_is_one_clear_error(vllm_url):
 def test_the_hf_folder_tokenizes_as_the_gguf_it_was_converted_from(vllm_folder):
     """Same ids and the same bytes per id as llama.cpp's tokenizer of the embedded GGUF, so prompts,
     reminders and stop texts mean the same tokens on both runtimes."""
-    from soma_local.s2.models import GgufVocab, resolve_gguf
+    from soma_local.s2.model_files import GgufVocab, resolve_gguf
     from soma_local.s2.hf_tokens import load_hf_tokenizer
 
     hf = load_hf_tokenizer(str(vllm_folder))

@@ -5,7 +5,7 @@ statements were asked of the same state, nor on their order."""
 import torch
 
 from soma_local.s1.classifier import SharedStateEncoder
-from soma_local.s1.models import resolve_backbone
+from soma_local.s1.model_folders import resolve_backbone
 
 STATE = ("Task: Tom buys 7 pens at $2 each. How much does he pay?\n\nReasoning so far: 7 * 2 = 14, so he pays $14. "
          "Let me check again: 2 + 2 + 2 + 2 + 2 + 2 + 2 = 14. Yes.")

@@ -6,7 +6,7 @@ import pytest
 
 from soma_local.errors import DataError
 from soma_local.engine.pauses import pause_cuts
-from soma_local.s2.models import GgufVocab
+from soma_local.s2.model_files import GgufVocab
 from training.labels.examples import Example, gold_question_ids, read_labelled, split_by_question
 from soma_local.calibration.recorded import RecordedTrace, load_trace_files
 from training.labels.rules import final_answer, final_boxed, overthinking_label, unanswerable_label, HIGH, LEAN, LOW, UNSURE

@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 from soma_local.bench.datasets import Benchmark, load_items, plan_benchmarks
 from soma_local.calibration.runs import Question, sample
 from soma_local.bench.methods import METHODS, MethodContext, make_method
-from soma_local.bench.methods.base import Engine, Method
+from soma_local.bench.methods.base import Harness, Method
 from soma_local.engine.monitors import Monitor
 from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
 from soma_local.data_dir import shareable_path
@@ -31,8 +31,8 @@ from soma_local.s1.factory import DEFAULT_S1, s1_version
 from soma_local.s2.build import RUNTIMES, S2Options
 
 
-class EngineSpec(S2Options):
-    """Everything that builds the engine (the S2 options, the S1 and the scan schedule); recorded in
+class HarnessSpec(S2Options):
+    """Everything that builds the harness (the S2 options, the S1 and the scan schedule); recorded in
     every result line, so files stay comparable."""
 
     s2_model: str
@@ -44,7 +44,7 @@ class EngineSpec(S2Options):
 
     def identity(self) -> dict:
         """The fields that change results (threads, offload, file paths and server URLs do not; the
-        runtime does, as engines differ in numerics, so a file never mixes llama.cpp and vLLM). An S1
+        runtime does, as runtimes differ in numerics, so a file never mixes llama.cpp and vLLM). An S1
         given by path is recorded by its shareable path: result files are shared, the build machine's
         paths not."""
         out = self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template",
@@ -64,8 +64,8 @@ class EngineSpec(S2Options):
 
         return load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
 
-    def build(self, needs_s1: bool, *, s1: S1 | None = None, server: int = 0) -> Engine:
-        """An engine; ``s1`` shares one S1 between engines, ``server`` picks one of several S2 URLs."""
+    def build(self, needs_s1: bool, *, s1: S1 | None = None, server: int = 0) -> Harness:
+        """A harness; ``s1`` shares one S1 between harnesses, ``server`` picks one of several S2 URLs."""
         from soma_local.s2.build import build_s2
         from soma_local.engine.pauses import PauseRule
 
@@ -73,7 +73,7 @@ class EngineSpec(S2Options):
         s2 = build_s2(options, server=server)
         if needs_s1 and s1 is None:
             s1 = self.load_s1()
-        return Engine(
+        return Harness(
             s2=s2,
             sampling=options.sampling,
             s1=s1 if needs_s1 else None,
@@ -99,24 +99,24 @@ def _needs_s1(method_names: Iterable[str]) -> bool:
     return any(METHODS[name].uses_s1 for name in method_names)
 
 
-def _init(spec: EngineSpec, methods: Methods) -> None:
-    _worker["engine"] = spec.build(needs_s1=_needs_s1(name for _, name in methods))
+def _init(spec: HarnessSpec, methods: Methods) -> None:
+    _worker["harness"] = spec.build(needs_s1=_needs_s1(name for _, name in methods))
     _worker["methods"] = methods
 
 
-def _run_task(task: Task, methods: Methods, engine: Engine) -> tuple[Task, float, object]:
+def _run_task(task: Task, methods: Methods, harness: Harness) -> tuple[Task, float, object]:
     t0 = time.perf_counter()
     method = methods[(task.bench.scenario, task.method)]
-    outcome = method.run(task.bench.prompt(task.item), task.bench.monitor, engine)
+    outcome = method.run(task.bench.prompt(task.item), task.bench.monitor, harness)
     return task, time.perf_counter() - t0, outcome
 
 
 def _solve(task: Task) -> tuple[Task, float, object]:
-    return _run_task(task, _worker["methods"], _worker["engine"])
+    return _run_task(task, _worker["methods"], _worker["harness"])
 
 
-def concurrent_engines(spec: EngineSpec, needs_s1: bool, n: int) -> tuple[list[Engine], BatchedS1 | None]:
-    """``n`` engines for runs in flight at once on an HTTP S2: each its own S2 session (engine i
+def concurrent_harnesses(spec: HarnessSpec, needs_s1: bool, n: int) -> tuple[list[Harness], BatchedS1 | None]:
+    """``n`` harnesses for runs in flight at once on an HTTP S2: each its own S2 session (harness i
     on server i mod servers, so a question stays on one server's prefix cache) and one shared S1
     whose scans from all runs go through the model together."""
     if not RUNTIMES[spec.runtime].concurrent:
@@ -126,20 +126,20 @@ def concurrent_engines(spec: EngineSpec, needs_s1: bool, n: int) -> tuple[list[E
     return [spec.build(needs_s1, s1=s1, server=i) for i in range(n)], s1
 
 
-def run_concurrently(todo: list[Task], methods: Methods, engines: list[Engine]):
-    """Yield each finished task's (task, seconds, outcome), keeping ``len(engines)`` in flight."""
-    free: queue.SimpleQueue[Engine] = queue.SimpleQueue()
-    for engine in engines:
-        free.put(engine)
+def run_concurrently(todo: list[Task], methods: Methods, harnesses: list[Harness]):
+    """Yield each finished task's (task, seconds, outcome), keeping ``len(harnesses)`` in flight."""
+    free: queue.SimpleQueue[Harness] = queue.SimpleQueue()
+    for harness in harnesses:
+        free.put(harness)
 
     def solve(task: Task):
-        engine = free.get()
+        harness = free.get()
         try:
-            return _run_task(task, methods, engine)
+            return _run_task(task, methods, harness)
         finally:
-            free.put(engine)
+            free.put(harness)
 
-    pool = ThreadPoolExecutor(len(engines), thread_name_prefix="soma-run")
+    pool = ThreadPoolExecutor(len(harnesses), thread_name_prefix="soma-run")
     try:
         for future in as_completed([pool.submit(solve, t) for t in todo]):
             yield future.result()
@@ -159,7 +159,7 @@ def plan(benchmarks: list[Benchmark], method_names: list[str], limit: int | None
 
 
 def run_bench(
-    spec: EngineSpec,
+    spec: HarnessSpec,
     method_names: list[str],
     benchmarks: list[str],
     out: Path,
@@ -225,8 +225,8 @@ def run_bench(
                         "or runs in flight against an S2 server")
     try:
         if concurrency > 1:
-            engines, _ = concurrent_engines(spec, _needs_s1(method_names), concurrency)
-            for result in run_concurrently(todo, methods, engines):
+            harnesses, _ = concurrent_harnesses(spec, _needs_s1(method_names), concurrency)
+            for result in run_concurrently(todo, methods, harnesses):
                 record(*result)
                 bar.update()
         elif workers <= 1:

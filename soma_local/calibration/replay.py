@@ -30,7 +30,7 @@ from soma_local.engine.controller import Action, Controller
 from soma_local.engine.monitors import Monitor
 from soma_local.engine.pauses import PauseRule, pause_cuts
 from soma_local.s1.base import S1, S1Query
-from soma_local.s2.models import GgufVocab
+from soma_local.s2.model_files import GgufVocab
 
 
 # ---- controller and outcome (pure) ----------------------------------------------------------------------
@@ -126,7 +126,7 @@ def scan(
 
 
 def sample_traces(traces: Sequence[RecordedTrace], limit: int | None, seed: int) -> list[RecordedTrace]:
-    """A seeded subset of one trace file, in file order (the LLM-readout S1 is too slow for whole files
+    """A seeded subset of one trace file, in file order (the LLM-judge S1 is too slow for whole files
     on a CPU). Questions for ``soma calibrate`` and ``soma bench`` are drawn by ``calibration.runs.sample``;
     this draw stays as it was so the committed ``--limit`` replay table (``replay_umwp_readout_s1``)
     reproduces."""

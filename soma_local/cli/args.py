@@ -153,7 +153,7 @@ def s2_options(args: argparse.Namespace) -> S2Options:
     values = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k in fields and v is not None}
     options = S2Options(**values)
     if options.runtime == "llama_cpp":
-        from soma_local.s2.models import resolve_gguf
+        from soma_local.s2.model_files import resolve_gguf
 
         options = options.model_copy(update={"s2_model": str(resolve_gguf(options.s2_model))})
     return options

@@ -12,13 +12,13 @@ from soma_local.s1.factory import DEFAULT_S1
 
 
 def cmd_bench_run(args) -> int:
-    from soma_local.bench.runner import EngineSpec, run_bench
+    from soma_local.bench.runner import HarnessSpec, run_bench
     from soma_local.engine.monitors import resolve_monitors
 
     if not args.benchmark and not args.monitor:
         raise UsageError("soma bench run: name a --benchmark, a --monitor (its file lists its sets), or both")
 
-    spec = EngineSpec(
+    spec = HarnessSpec(
         **s2_options(args).model_dump(exclude={"s2_model"}),
         s2_model=args.s2_model or "smollm2-135m",
         s1=args.s1,

@@ -20,7 +20,7 @@ from soma_local.errors import SomaError
 def cmd_replay(args) -> int:
     from soma_local.calibration.thresholds import ThresholdSource, choose_threshold, open_calibration, resolve_thresholds
     from soma_local.calibration.metrics import summarize
-    from soma_local.s2.models import GgufVocab, resolve_gguf
+    from soma_local.s2.model_files import GgufVocab, resolve_gguf
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.calibration.runs import load_questions
     from soma_local.calibration.recorded import (

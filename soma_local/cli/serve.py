@@ -42,5 +42,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     srv.add_argument("--max-request-tokens", type=positive_int, default=MAX_REQUEST_TOKENS,
                      help="S1 input tokens one request may cost, options x state windows (413 beyond)")
     srv.add_argument("--threads", type=positive_int, help=THREADS_HELP)
-    srv.add_argument("--n-gpu-layers", type=int, default=0, help="S1 layers on the GPU (readout S1); -1 offloads all")
+    srv.add_argument("--n-gpu-layers", type=int, default=0, help="S1 layers on the GPU (the LLM-judge S1, --s1 readout); -1 offloads all")
     srv.set_defaults(func=cmd_serve)

@@ -7,7 +7,7 @@ such labels into a sharper monitor without touching the S1: its inputs are the S
 for the statement, logit(p), and text statistics of the state that no statement names (the phrase
 cues of ``s1.cues``, the repetition, length and answer-line counts of ``s1.stats``), and its output is
 the logit the monitor then uses. Because it reads only p and the text, one adapter works over any
-S1 backend (classifier, LLM readout, Jev), and score caches keep holding the S1's own p.
+S1 backend (classifier, LLM judge, Jev), and score caches keep holding the S1's own p.
 
 An adapter is fitted for one exact statement and one S1 version (``S1.identity``): its weights mean
 nothing for another statement's p or another model's. The file lies beside the monitor

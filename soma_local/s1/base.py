@@ -1,6 +1,6 @@
 """The S1 interface: a batch of (statement, task, reasoning) in, calibrated probabilities out.
 
-Every backend (local classifier, LLM readout, Jev over HTTP) measures the input limit in its own
+Every backend (local classifier, LLM judge, Jev over HTTP) measures the input limit in its own
 tokenizer, so state building lives here and backends only score finished states.
 """
 

@@ -21,7 +21,7 @@ from torch import nn
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
 from soma_local.s1.cues import text_cues
-from soma_local.s1.models import (model_version, read_config, read_encoder_weights, read_trained_questions,
+from soma_local.s1.model_folders import (model_version, read_config, read_encoder_weights, read_trained_questions,
                                   read_weights, resolve_backbone, resolve_s1_model)
 from soma_local.s1.state import build_state, longest_tokens, parse_state
 from soma_local.s1.temperature import scaled_probs

@@ -1,7 +1,7 @@
 """Build an S1 backend from a short spec string, as the CLI and the benchmarks take it.
 
 ``classifier`` or ``classifier:<name in s1_models/ or folder>``: the local trained classifier (default).
-``readout`` or ``readout:<gguf path or embedded name>``: the training-free LLM readout.
+``readout`` or ``readout:<gguf path or embedded name>``: the training-free LLM judge (its yes/no token probabilities read out as p).
 ``jev``, ``jev:openrouter`` or ``jev:<base URL>``: Jev over HTTP (TypeSafe by default, honouring
 TYPESAFE_BASE_URL; any Jev-compatible server, ``soma serve`` included). Its 2,048-token input limit is
 measured with ``tokenizer`` (the S2's, when the caller has one) or the embedded S2's tokenizer.
@@ -11,7 +11,7 @@ measured with ``tokenizer`` (the S2's, when the caller has one) or the embedded 
 from __future__ import annotations
 
 from soma_local.errors import S1Error
-from soma_local.s2.models import GgufVocab, resolve_gguf
+from soma_local.s2.model_files import GgufVocab, resolve_gguf
 from soma_local.s1.base import S1
 from soma_local.s1.state import TokenCounter
 
@@ -31,7 +31,7 @@ def s1_version(spec: str | None, temperature: float | None = None) -> str | None
     kind, _, arg = (spec or DEFAULT_S1).partition(":")
     if kind != "classifier":
         return None
-    from soma_local.s1.models import model_version, read_config, resolve_s1_model
+    from soma_local.s1.model_folders import model_version, read_config, resolve_s1_model
 
     folder = resolve_s1_model(arg or None)
     return model_version(folder, read_config(folder), temperature)
@@ -62,9 +62,9 @@ def load_s1(
         torch.set_num_threads(n_threads or default_threads())
         return ClassifierS1(arg or None, input_limit=input_limit, temperature=temperature)
     if kind == "readout":
-        from soma_local.s1.llm_readout import ReadoutS1
+        from soma_local.s1.llm_judge import LlmJudgeS1
 
-        return ReadoutS1(
+        return LlmJudgeS1(
             resolve_gguf(arg or None),
             temperature=temperature or 1.0,
             input_limit=input_limit or 2048,

@@ -76,7 +76,7 @@ def _server_urls(rest: str) -> list[str]:
 
 def _llama_cpp(options: S2Options, target: str | None) -> S2Backend:
     from soma_local.s2.llama_cpp import LlamaCppS2
-    from soma_local.s2.models import resolve_gguf
+    from soma_local.s2.model_files import resolve_gguf
 
     return LlamaCppS2(resolve_gguf(options.s2_model), n_ctx=options.n_ctx, n_gpu_layers=options.n_gpu_layers,
                       n_threads=options.threads, flash_attn=options.flash_attn,

@@ -145,7 +145,7 @@ def render_prompt(
 
 def prompt_for(backend: S2Backend, user: str, *, fmt: ThinkingFormat, system: str | None = None) -> Prompt:
     """The prompt ``backend`` reads for ``user``: its own chat template and bos/eos texts, errors named
-    after it. Every prompt a backend is given (a supervised run, a baseline, the readout S1's judge, a
+    after it. Every prompt a backend is given (a supervised run, a baseline, the LLM-judge S1's prompt, a
     benchmark) is rendered here, so it depends only on the backend, the messages and the format."""
     return render_prompt(
         backend.chat_template,

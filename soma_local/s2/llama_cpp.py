@@ -20,7 +20,7 @@ import numpy as np
 
 from soma_local.errors import ModelFileError
 from soma_local.s2.base import S2Backend, SamplingParams
-from soma_local.s2.models import GgufVocab
+from soma_local.s2.model_files import GgufVocab
 from soma_local.threads import default_threads, usable_cores
 
 # Prompts longer than this report their loading progress (a CPU decodes a few hundred tokens a second).

@@ -83,7 +83,7 @@ class VllmS2(S2Backend):
         retries: int = 3,
         backoff: float = 2.0,
     ):
-        from soma_local.s2.models import hf_folder
+        from soma_local.s2.model_files import hf_folder
 
         super().__init__()
         self.base_url = base_url.rstrip("/")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal, Sequence
 
 from soma_local.engine.monitors import resolve_monitors
-from soma_local.s1.models import read_trained_questions, resolve_s1_model
+from soma_local.s1.model_folders import read_trained_questions, resolve_s1_model
 from training.bank.statement_bank import load_bank
 from training.labels.examples import split_by_question
 from training.labels.pairs import Pair, all_pairs

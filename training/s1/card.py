@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from soma_local.s1.models import S1ModelConfig
+from soma_local.s1.model_folders import S1ModelConfig
 
 LABEL_SOURCES = {
     "rules": (

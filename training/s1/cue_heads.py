@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
 from soma_local.s1.cues import CUE_SET, text_cues
-from soma_local.s1.models import CueHead
+from soma_local.s1.model_folders import CueHead
 from training.labels.examples import Example
 
 CUE_C = 0.1  # L2 strength over ~60 correlated cues (chosen on held-out reader labels, not on gold)

@@ -33,7 +33,7 @@ from soma_local.data_dir import data_dir
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.errors import ModelFileError
 from soma_local.s1.classifier import PRECISIONS, ClassifierS1, PairEncoder, ScoreHead
-from soma_local.s1.models import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, CueHead, S1ModelConfig, read_config,
+from soma_local.s1.model_folders import (CARD_FILE, ENCODER_WEIGHTS_FILE, S1_MODELS_DIR, CueHead, S1ModelConfig, read_config,
                                   read_encoder_weights, read_weights, resolve_backbone, resolve_s1_model, write_model,
                                   write_trained_questions)
 from soma_local.s1.state import build_state, longest_tokens

@@ -26,10 +26,10 @@ from tqdm import tqdm
 from soma_local.calibration.recorded import load_trace_files
 from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import SomaError
-from soma_local.s2.models import GgufVocab, resolve_gguf
+from soma_local.s2.model_files import GgufVocab, resolve_gguf
 from soma_local.engine.monitors import Monitor, resolve_monitors
 from soma_local.s1.classifier import PairEncoder, ScoreHead
-from soma_local.s1.models import S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model, write_trained_questions
+from soma_local.s1.model_folders import S1_MODELS_DIR, S1ModelConfig, resolve_backbone, write_model, write_trained_questions
 from soma_local.s1.state import build_state, longest_tokens
 from soma_local.s1.temperature import evaluate, fit_temperature, nll, scaled_probs
 from training.labels.examples import (Example, gold_question_ids, label_with_rules, label_with_s1, read_labelled,

@@ -32,7 +32,7 @@ from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
-from soma_local.s2.models import GgufVocab, resolve_gguf
+from soma_local.s2.model_files import GgufVocab, resolve_gguf
 from training.bank.statement_bank import Bank, Split, bank_split, load_bank
 from training.paths import BANK_BATCHES, BANK_STATES, S2_RUNS, shown
 from training.states.cuts import scan_cuts

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from soma_local.calibration.recorded import RecordedTrace
 from soma_local.engine.pauses import PauseRule, cut_offsets, pause_points
-from soma_local.s2.models import GgufVocab
+from soma_local.s2.model_files import GgufVocab
 
 
 def scan_cuts(thinking: str, vocab: GgufVocab, rule: PauseRule = PauseRule()) -> list[int]:

@@ -15,7 +15,7 @@ import random
 
 from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.data_dir import data_dir
-from soma_local.s2.models import GgufVocab, resolve_gguf
+from soma_local.s2.model_files import GgufVocab, resolve_gguf
 from training.paths import READER_BATCHES, READER_STATES, shown
 from training.states.reader_set import MONITORS, draw_states, render_state, trace_key, write_jsonl
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from soma_local.calibration.recorded import RecordedTrace
 from soma_local.errors import DataError
 from soma_local.s1.cues import window as limit_h  # as gold: H limited to its last 7,000 characters
-from soma_local.s2.models import GgufVocab
+from soma_local.s2.model_files import GgufVocab
 from training.states.cuts import scan_cuts
 
 SPLIT_SEED = "soma-s1-split-v1"

@@ -1,7 +1,7 @@
-"""The method interface: one question in, one ``Outcome`` out, all on the same engine.
+"""The method interface: one question in, one ``Outcome`` out, all on the same harness.
 
 Every method gets the same S2 backend, decoding settings, scan schedule and generation limit
-(``Engine``); only what it does while S2 thinks differs. Probes (trial answers, Dynasor probes,
+(``Harness``); only what it does while S2 thinks differs. Probes (trial answers, Dynasor probes,
 readout continuations) run on the backend's branch primitive and their tokens land in
 ``TokenCounts.probe``, so they count in the totals.
 """
@@ -23,7 +23,7 @@ from soma_local.engine.trace import TokenCounts
 
 
 @dataclass
-class Engine:
+class Harness:
     """What every method shares: S2, S1 (only SOMA uses it), the scan schedule and limits."""
 
     s2: S2Backend
@@ -111,7 +111,7 @@ class Method(ABC):
     name: str
 
     @abstractmethod
-    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome: ...
+    def run(self, prompt: str, monitor: Monitor, harness: Harness) -> Outcome: ...
 
     def settings(self) -> dict:
         """The parameters that identify this method's results (recorded in every result line)."""

@@ -8,8 +8,8 @@ The budget itself is chosen on the calibration sets (``bench.score.choose_budget
 
 from __future__ import annotations
 
+from soma_local.bench.methods.base import Harness, Method, Outcome, conclude, finish, outcome_of
 from soma_local.engine.monitors import Monitor
-from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, finish, outcome_of
 from soma_local.engine.pauses import PauseRule
 
 # s1's forced end ("...thinking_end + '\nFinal Answer:'"), mapped to </think> for Qwen3 / R1 distills.
@@ -25,18 +25,18 @@ class BudgetForcing(Method):
         self.budgets = sorted(set(budgets))
         self.answer_tokens = answer_tokens
 
-    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
-        session = engine.session(prompt)
+    def run(self, prompt: str, monitor: Monitor, harness: Harness) -> Outcome:
+        session = harness.session(prompt)
         forced = []
         stop = None
         for budget in self.budgets:
             need = budget - session.tokens.thinking
-            if need <= 0 or budget >= engine.max_tokens:
+            if need <= 0 or budget >= harness.max_tokens:
                 break
             stop = conclude(session, session.think_to_pause(PauseRule(interval=need, slack=0)))
             if stop:
                 break
-            room = min(self.answer_tokens, engine.max_tokens - budget)
+            room = min(self.answer_tokens, harness.max_tokens - budget)
             result = session.branch_takeover("", FORCED_PREFILL, room)
             forced.append({"budget": budget, "text": result.text, "generated": result.generated})
         if stop is None:

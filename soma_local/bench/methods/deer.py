@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from soma_local.bench.methods.base import Harness, Method, Outcome, conclude, finish, outcome_of
 from soma_local.engine.monitors import Monitor
-from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, finish, outcome_of
 from soma_local.errors import SomaError
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.session import Session
@@ -62,8 +62,8 @@ class Deer(Method):
         session.tokens.probe += len(chunk.ids)
         return chunk.text.lstrip().startswith("Wait")
 
-    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
-        session = engine.session(prompt)
+    def run(self, prompt: str, monitor: Monitor, harness: Harness) -> Outcome:
+        session = harness.session(prompt)
         checks: list[dict] = []
         while len(checks) < self.max_checks:
             stop = conclude(session, session.think_to_pause(_LINE))

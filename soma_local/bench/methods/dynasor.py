@@ -8,8 +8,8 @@ off, and the (interval, k) pair is chosen on the calibration sets.
 
 from __future__ import annotations
 
+from soma_local.bench.methods.base import Harness, Method, Outcome, conclude, outcome_of, probe
 from soma_local.engine.monitors import Monitor
-from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, outcome_of, probe
 from soma_local.engine.pauses import PauseRule
 
 PROBE_SUFFIX = "... Oh, I suddenly got the answer to the whole problem, **Final Answer**\n\n\\[ \\boxed{"
@@ -44,8 +44,8 @@ class DynasorSweep(Method):
         self.interval = interval
         self.probe_tokens = probe_tokens
 
-    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
-        session = engine.session(prompt)
+    def run(self, prompt: str, monitor: Monitor, harness: Harness) -> Outcome:
+        session = harness.session(prompt)
         probes = []
         while True:
             stop = conclude(session, session.think_to_pause(PauseRule(interval=self.interval, slack=0)))

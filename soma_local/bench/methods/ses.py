@@ -22,8 +22,8 @@ import statistics
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from soma_local.bench.methods.base import Harness, Method, Outcome, conclude, outcome_of
 from soma_local.engine.monitors import Monitor
-from soma_local.bench.methods.base import Engine, Method, Outcome, conclude, outcome_of
 from soma_local.engine.pauses import PauseRule
 
 # The lexicon's categories as our reference notes list them (llama-cpp-and-baselines.md §2.8).
@@ -141,8 +141,8 @@ class StatisticalEarlyStop(Method):
             self.threshold = rule.threshold
             self.statistic = rule.rate
 
-    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
-        session = engine.session(prompt)
+    def run(self, prompt: str, monitor: Monitor, harness: Harness) -> Outcome:
+        session = harness.session(prompt)
         while True:
             stop = conclude(session, session.think_to_pause(PauseRule(interval=self.lazy_interval, slack=0)))
             if stop:

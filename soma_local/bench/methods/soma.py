@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 
+from soma_local.bench.methods.base import Harness, Method, Outcome
 from soma_local.engine.monitors import Monitor
-from soma_local.bench.methods.base import Engine, Method, Outcome
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.errors import SomaError
 
 
-def _run(prompt: str, monitor: Monitor, engine: Engine, config: RunConfig) -> Outcome:
-    if engine.s1 is None:
+def _run(prompt: str, monitor: Monitor, harness: Harness, config: RunConfig) -> Outcome:
+    if harness.s1 is None:
         raise SomaError("SOMA methods need an S1 (--s1)")
-    result = supervise(prompt, engine.s2, engine.s1, [monitor], config)
+    result = supervise(prompt, harness.s2, harness.s1, [monitor], config)
     end = result.end
     records = [json.loads(r.model_dump_json()) for r in result.records]  # h = inf kept as "Infinity"
     return Outcome(
@@ -37,15 +37,15 @@ class SomaReadout(Method):
     name = "soma"
     mode = "readout"
 
-    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
+    def run(self, prompt: str, monitor: Monitor, harness: Harness) -> Outcome:
         config = RunConfig.of_mode(
             self.mode,
-            pause=engine.pause,
-            max_tokens=engine.max_tokens,
-            thinking=engine.thinking,
-            sampling=engine.sampling,
+            pause=harness.pause,
+            max_tokens=harness.max_tokens,
+            thinking=harness.thinking,
+            sampling=harness.sampling,
         )
-        return _run(prompt, monitor, engine, config)
+        return _run(prompt, monitor, harness, config)
 
 
 class NoReminder(SomaReadout):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from soma_local.bench.methods.base import Harness, Method, Outcome, finish, outcome_of
 from soma_local.engine.monitors import Monitor
-from soma_local.bench.methods.base import Engine, Method, Outcome, finish, outcome_of
 
 # Kirichenko et al. (2025), AbstentionBench ``recipe/system_prompt.py``; the repository is CC-BY-NC 4.0,
 # so only the two key sentences quoted in our reference notes are used here, not the whole prompt.
@@ -21,8 +21,8 @@ class Vanilla(Method):
     def __init__(self, extra_system: str | None = None):
         self.extra_system = extra_system
 
-    def run(self, prompt: str, monitor: Monitor, engine: Engine) -> Outcome:
-        session = engine.session(prompt, extra_system=self.extra_system)
+    def run(self, prompt: str, monitor: Monitor, harness: Harness) -> Outcome:
+        session = harness.session(prompt, extra_system=self.extra_system)
         return outcome_of(session, finish(session))
 
 

@@ -26,7 +26,7 @@ _YES = ("Yes", " Yes", "yes", " yes", "YES")
 _NO = ("No", " No", "no", " no", "NO")
 
 
-class ReadoutS1(S1):
+class LlmJudgeS1(S1):
     def __init__(
         self,
         model_path: str | Path,
