@@ -92,3 +92,30 @@ def test_bench_run_needs_a_set_or_a_monitor_and_a_path_needs_its_monitor(tmp_pat
     r = soma("bench", "run", "--method", "vanilla", "--benchmark", str(questions), "--out", str(tmp_path),
              data_dir=tmp_path)
     assert r.returncode == 2 and "name the monitor" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_set_measured_with_another_monitor_reuses_its_baseline_runs(tmp_path, data_dir):
+    """Vanilla gives the same run for the same prompt whatever monitor reads the table: measuring GSM8K
+    with looping (same prompt suffix as overthinking) takes the overthinking run's lines, in one command
+    or from an earlier one, and runs only what depends on the monitor."""
+    from soma_local.bench.runner import HarnessSpec, run_bench
+    from soma_local.engine.monitors import resolve_monitors
+
+    spec = HarnessSpec(s2_model="smollm2-135m", max_tokens=24, threads=2, n_ctx=1024)
+    overthinking, looping = resolve_monitors(["overthinking", "looping"])
+    kw = dict(limit=2, data_root=data_dir, progress=False)
+    assert run_bench(spec, ["vanilla"], ["gsm8k"], tmp_path, monitors=[overthinking, looping], **kw) == 4
+    flat = list(read_results(tmp_path / "smollm2-135m" / "gsm8k" / "vanilla.jsonl"))
+    copied = list(read_results(tmp_path / "smollm2-135m" / "looping" / "gsm8k" / "vanilla.jsonl"))
+    assert [line.scenario for line in flat] == ["overthinking"] * 2 and [line.scenario for line in copied] == ["looping"] * 2
+    assert [line.model_copy(update={"scenario": "overthinking"}) for line in copied] == flat  # the same runs
+
+    (tmp_path / "smollm2-135m" / "looping" / "gsm8k" / "vanilla.jsonl").unlink()
+    assert run_bench(spec, ["vanilla"], ["gsm8k"], tmp_path, monitors=[looping], **kw) == 2  # from the files
+    again = list(read_results(tmp_path / "smollm2-135m" / "looping" / "gsm8k" / "vanilla.jsonl"))
+    assert again == copied
+    # A monitor with another prompt suffix (guessing: Liu et al.'s) gets other runs: nothing is taken.
+    guessing = resolve_monitors(["guessing"])[0]
+    assert run_bench(spec, ["vanilla"], ["gsm8k"], tmp_path, monitors=[guessing], **dict(kw, limit=1)) == 1
+    (own,) = read_results(tmp_path / "smollm2-135m" / "guessing" / "gsm8k" / "vanilla.jsonl")
+    assert own.prompt != flat[0].prompt and own.prompt.endswith("Reason{your explanation here}")

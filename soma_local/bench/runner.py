@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 
-from soma_local.bench.datasets import Benchmark, load_items, plan_benchmarks
+from soma_local.bench.datasets import Benchmark, get_benchmark, load_items, plan_benchmarks
 from soma_local.calibration.runs import Question, sample
 from soma_local.bench.methods import METHODS, MethodContext, make_method
 from soma_local.bench.methods.base import Harness, Method
 from soma_local.engine.monitors import Monitor
-from soma_local.bench.results import ResultFile, ResultLine, model_label, result_path
+from soma_local.bench.results import ResultFile, ResultLine, model_label, read_results, result_path
 from soma_local.data_dir import shareable_path
 from soma_local.errors import DataError
 from soma_local.s1.base import S1
@@ -199,27 +199,74 @@ def run_bench(
                                     settings[(task.bench.scenario, task.method)])
         return files[key]
 
-    todo = [t for t in tasks if t.item.id not in file_of(t).done]
+    # A method that does not use the monitor (vanilla and the baselines) gives the same run for the same
+    # prompt and settings whatever monitor the set is measured with, so a set measured with another monitor
+    # takes those runs from its own monitor's files (the paper's layout), or from this run as they finish.
+    shared: dict[tuple[str, str], dict[str, ResultLine]] = {}
+
+    def same_run(task: Task) -> tuple[str, str, str] | None:
+        if task.bench.home or task.bench.questions.monitor is None or METHODS[task.method].uses_monitor:
+            return None
+        return task.bench.name, task.method, task.item.id
+
+    def earlier_run(task: Task) -> ResultLine | None:
+        key = (task.bench.name, task.method)
+        if key not in shared:
+            path = result_path(out, spec.s2_model, get_benchmark(task.bench.name), task.method)
+            wanted = settings[(task.bench.scenario, task.method)]
+            shared[key] = {line.id: line for line in (read_results(path) if path.exists() else [])
+                           if line.settings == wanted}
+        line = shared[key].get(task.item.id)
+        return line if line is not None and line.prompt == task.bench.prompt(task.item) else None
+
+    def same_setup(home: Task, task: Task) -> bool:
+        return (home.bench.prompt(home.item) == task.bench.prompt(task.item)
+                and settings[(home.bench.scenario, home.method)] == settings[(task.bench.scenario, task.method)])
+
+    def copy_to(task: Task, line: ResultLine) -> None:
+        file_of(task).append(line.model_copy(update={"scenario": task.bench.scenario}))
+
+    pending = [t for t in tasks if t.item.id not in file_of(t).done]
+    done_before = sum(len(f.done) for f in files.values())
+    running = {(t.bench.name, t.method, t.item.id): t for t in pending if t.bench.home}
+    todo: list[Task] = []
+    waiting: dict[tuple[str, str, str], list[Task]] = {}
+    reused = 0
+    for task in pending:
+        key = same_run(task)
+        line = earlier_run(task) if key else None
+        if line is not None:
+            copy_to(task, line)
+            reused += 1
+        elif key in running and same_setup(running[key], task):
+            waiting.setdefault(key, []).append(task)
+        else:
+            todo.append(task)
+    if reused and progress:
+        print(f"bench: {reused} baseline runs taken from the same questions run with their own monitor")
 
     def record(task: Task, seconds: float, outcome) -> None:
-        file_of(task).append(
-            ResultLine(
-                id=task.item.id,
-                benchmark=task.bench.name,
-                scenario=task.bench.scenario,
-                method=task.method,
-                model=model_label(spec.s2_model),
-                prompt=task.bench.prompt(task.item),
-                gold=task.item.answer,
-                answerable=task.item.answerable,
-                choices=task.bench.choices,
-                settings=settings[(task.bench.scenario, task.method)],
-                seconds=round(seconds, 3),
-                outcome=outcome,
-            )
+        line = ResultLine(
+            id=task.item.id,
+            benchmark=task.bench.name,
+            scenario=task.bench.scenario,
+            method=task.method,
+            model=model_label(spec.s2_model),
+            prompt=task.bench.prompt(task.item),
+            gold=task.item.answer,
+            answerable=task.item.answerable,
+            choices=task.bench.choices,
+            settings=settings[(task.bench.scenario, task.method)],
+            seconds=round(seconds, 3),
+            outcome=outcome,
         )
+        file_of(task).append(line)
+        for twin in waiting.pop((task.bench.name, task.method, task.item.id), []):
+            copy_to(twin, line)
+            bar.update()
 
-    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), disable=not progress, unit="run", smoothing=0.1)
+    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo) - sum(map(len, waiting.values())),
+               disable=not progress, unit="run", smoothing=0.1)
     if concurrency > 1 and workers > 1:
         raise DataError("--workers and --concurrency exclude each other: processes with their own S2, "
                         "or runs in flight against an S2 server")
@@ -244,4 +291,4 @@ def run_bench(
         bar.close()
         for f in files.values():
             f.close()
-    return len(todo)
+    return sum(len(f.done) for f in files.values()) - done_before

@@ -36,6 +36,7 @@ class Registered:
     build: Build
     objectives: tuple[ObjectiveKind, ...] | None = None  # None: reported for every monitor
     uses_s1: bool = False
+    uses_monitor: bool = False  # its run depends on the monitor beyond the prompt (SOMA runs it, SES takes over with it)
 
     def applies(self, objective: ObjectiveKind | None) -> bool:
         return self.objectives is None or objective in self.objectives
@@ -78,14 +79,14 @@ def _ses(params: dict, ctx: MethodContext) -> Method:
 
 METHODS: dict[str, Registered] = {
     "vanilla": Registered(lambda params, ctx: Vanilla()),
-    "soma": Registered(lambda params, ctx: SomaReadout(), uses_s1=True),
-    "no_reminder": Registered(lambda params, ctx: NoReminder(), uses_s1=True),
+    "soma": Registered(lambda params, ctx: SomaReadout(), uses_s1=True, uses_monitor=True),
+    "no_reminder": Registered(lambda params, ctx: NoReminder(), uses_s1=True, uses_monitor=True),
     "budget_forcing": Registered(lambda params, ctx: BudgetForcing(params.get("budgets") or [1024, 2048, 4096, 8192, 16384]),
                                  objectives=("fewest_tokens",)),
     "deer": Registered(lambda params, ctx: Deer(params.get("deer_threshold", 0.95))),
     "dynasor": Registered(lambda params, ctx: DynasorSweep(params.get("dynasor_interval", 32))),
     "abstention_prompt": Registered(lambda params, ctx: AbstentionPrompt(), objectives=("abstention",)),
-    "ses": Registered(_ses, objectives=("abstention",)),
+    "ses": Registered(_ses, objectives=("abstention",), uses_monitor=True),
 }
 
 
