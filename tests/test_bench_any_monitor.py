@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from soma_local.bench.results import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,3 +121,20 @@ def test_a_set_measured_with_another_monitor_reuses_its_baseline_runs(tmp_path, 
     assert run_bench(spec, ["vanilla"], ["gsm8k"], tmp_path, monitors=[guessing], **dict(kw, limit=1)) == 1
     (own,) = read_results(tmp_path / "smollm2-135m" / "guessing" / "gsm8k" / "vanilla.jsonl")
     assert own.prompt != flat[0].prompt and own.prompt.endswith("Reason{your explanation here}")
+
+
+def test_a_question_asked_with_another_prompt_is_refused_not_resumed(tmp_path, data_dir):
+    """Another file under the same set name, or an edited prompt_suffix, asks the same ids otherwise:
+    resuming would report the old answers as this prompt's."""
+    from soma_local.bench.runner import HarnessSpec, run_bench
+    from soma_local.engine.monitors import resolve_monitors
+    from soma_local.errors import DataError
+
+    spec = HarnessSpec(s2_model="smollm2-135m", max_tokens=8, threads=2, n_ctx=1024)
+    (looping,) = resolve_monitors(["looping"])
+    kw = dict(limit=1, data_root=data_dir, progress=False)
+    questions = _questions(tmp_path / "mine.jsonl", QUESTIONS)
+    assert run_bench(spec, ["vanilla"], [str(questions)], tmp_path / "out", monitors=[looping], **kw) == 1
+    reworded = looping.model_copy(update={"prompt_suffix": " Be brief."})
+    with pytest.raises(DataError, match="asked with another prompt"):
+        run_bench(spec, ["vanilla"], [str(questions)], tmp_path / "out", monitors=[reworded], **kw)

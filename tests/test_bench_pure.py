@@ -158,3 +158,37 @@ def test_ses_conformal_rule_fits_without_keywords():
     quiet = ConformalRate.fit(["word " * 50] * 30, alpha=0.05, step=10)
     assert quiet.threshold == 0.0 and quiet.rate("so wait maybe") > 0.0 and quiet.rate("word word") == 0.0
     assert ConformalRate.peak_rate("a b wait c maybe d", step=2) == pytest.approx(2 / 6)  # 0/2, 1/4, 2/6
+
+
+def test_result_files_key_soma_runs_on_the_monitor_they_used(tmp_path):
+    """A SOMA run records which monitor it ran (name and a digest of what the run reads): an edited
+    monitor, or another file of the same name, never resumes its file; lines from before the key are
+    taken as made with the monitor of their place."""
+    from soma_local.engine.monitors import resolve_monitors
+
+    (monitor,) = resolve_monitors(["looping"])
+    edited = monitor.model_copy(update={"statement": monitor.statement + " Really."})
+    assert monitor.run_identity().startswith("looping@") and monitor.run_identity() != edited.run_identity()
+    assert monitor.run_identity() == monitor.model_copy(update={"default_threshold": 9.0}).run_identity()
+
+    path = tmp_path / "soma.jsonl"
+    f = ResultFile(path, {"a": 1})  # recorded before result files named the monitor
+    f.append(line("q1", settings={"a": 1}))
+    f.close()
+    f = ResultFile(path, {"a": 1, "monitor": monitor.run_identity()})
+    assert f.done == {"q1"}
+    f.append(line("q2", settings={"a": 1, "monitor": monitor.run_identity()}))
+    f.close()
+    with pytest.raises(DataError, match="other settings.*monitor"):
+        ResultFile(path, {"a": 1, "monitor": edited.run_identity()})
+
+
+def test_bench_plans_refuse_what_would_mix_or_cannot_be_tabled(tmp_path):
+    from soma_local.bench.datasets import plan_benchmarks
+    from soma_local.engine.monitors import resolve_monitors
+
+    (looping,) = resolve_monitors(["looping"])
+    with pytest.raises(DataError, match="two question files named 'test'"):
+        plan_benchmarks([str(tmp_path / "a" / "test.jsonl"), str(tmp_path / "b" / "test.jsonl")], [looping])
+    with pytest.raises(DataError, match="names no objective"):
+        plan_benchmarks(["gsm8k"], [looping.model_copy(update={"objective": None})])

@@ -94,11 +94,6 @@ class Benchmark:
         return self.questions.choices
 
     @property
-    def calibration(self) -> bool:
-        """Whether its parameters are tuned on this set: the monitor file lists it as calibration data."""
-        return self.name in {question_set(ref).name for ref in self.monitor.calibration_data}
-
-    @property
     def home(self) -> bool:
         """Measured with the monitor it was chosen for: its results keep the flat layout of the paper's."""
         return self.questions.monitor == self.monitor.name
@@ -133,10 +128,23 @@ def plan_benchmarks(refs: Iterable[str], monitors: Iterable[Monitor]) -> list[Be
     each set with its own; with no set, each monitor's own sets."""
     refs, monitors = list(refs), list(monitors)
     if not monitors:
-        return [get_benchmark(ref) for ref in refs]
-    if not refs:
-        return [b for m in monitors for b in monitor_benchmarks(m)]
-    return [get_benchmark(ref, m) for m in monitors for ref in refs]
+        benchmarks = [get_benchmark(ref) for ref in refs]
+    elif not refs:
+        benchmarks = [b for m in monitors for b in monitor_benchmarks(m)]
+    else:
+        benchmarks = [get_benchmark(ref, m) for m in monitors for ref in refs]
+    for bench in benchmarks:
+        if bench.monitor.objective is None:
+            raise DataError(f"monitor '{bench.scenario}' ({bench.monitor.file or 'no file'}) names no objective; "
+                            "set objective = \"fewest_tokens\" or \"abstention\" in its file: the bench picks "
+                            "its table and baselines by it")
+    paths: dict[tuple[str, str], str] = {}
+    for bench in benchmarks:  # results are filed by set name: two files under one name would mix
+        path = paths.setdefault((bench.scenario, bench.name), bench.questions.path)
+        if path != bench.questions.path:
+            raise DataError(f"two question files named '{bench.name}' ({path}, {bench.questions.path}); "
+                            "rename one")
+    return benchmarks
 
 
 def _file(questions: QuestionSet, root: Path) -> Path:

@@ -27,7 +27,7 @@ from soma_local.calibration.selection import Selection
 from soma_local.calibration.thresholds import monitor_objective
 from soma_local.calibration.metrics import ItemResult, Metrics, summarize
 from soma_local.engine.monitors import Monitor, ObjectiveKind, resolve_monitors
-from soma_local.errors import DataError
+from soma_local.errors import DataError, MonitorFileError
 
 
 # How to read the tables, written above them.
@@ -83,9 +83,12 @@ def scenario_monitors(scenarios: Iterable[str], given: Iterable[Monitor] = ()) -
         if name not in given:
             try:
                 (given[name],) = resolve_monitors([name])
-            except Exception as exc:
+            except MonitorFileError as exc:
                 raise DataError(f"results measured with monitor '{name}': pass its file with --monitor FILE.toml "
                                 f"({exc})") from None
+        if given[name].objective is None:
+            raise DataError(f"monitor '{name}' ({given[name].file}) names no objective; set objective = "
+                            "\"fewest_tokens\" or \"abstention\" in its file: its table is chosen by it")
         out[name] = given[name]
     return out
 

@@ -74,14 +74,16 @@ class ResultFile:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._drop_torn_tail()
         self.done: set[str] = set()
+        self.prompts: dict[str, str] = {}  # id -> the prompt it was asked with
         if path.exists():
             for line in read_results(path):
-                if line.settings != settings:
+                if not _same_settings(line.settings, settings):
                     raise DataError(
                         f"{path}: holds results made with other settings ({_diff(line.settings, settings)}); "
                         "use another --out or remove the file"
                     )
                 self.done.add(line.id)
+                self.prompts[line.id] = line.prompt
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _drop_torn_tail(self) -> None:
@@ -98,6 +100,7 @@ class ResultFile:
     def append(self, line: ResultLine) -> None:
         if line.id in self.done:
             raise DataError(f"{self.path}: question {line.id} is already recorded")
+        self.prompts[line.id] = line.prompt
         data = (line.model_dump_json() + "\n").encode("utf-8")
         written = os.write(self._fd, data)
         while written < len(data):  # a short write (signals, full pipes) must not tear the line
@@ -107,6 +110,14 @@ class ResultFile:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _same_settings(stored: dict, wanted: dict) -> bool:
+    """Lines recorded before result files named the monitor a run used are taken as made with the
+    monitor of the file's place (its name is in the path)."""
+    if "monitor" not in stored:
+        wanted = {k: v for k, v in wanted.items() if k != "monitor"}
+    return stored == wanted
 
 
 def _diff(old: dict, new: dict) -> str:

@@ -186,10 +186,18 @@ def run_bench(
         context = MethodContext(out, spec.s2_model, monitor)
         methods.update({(monitor.name, name): make_method(name, method_params or {}, context)
                         for name in method_names if METHODS[name].applies(monitor.objective)})
-    # A method that uses S1 also records which version of it: a retrained S1 never resumes a file it did not start.
+    # A method that uses S1 also records which version of it, and one that uses the monitor which monitor: a
+    # retrained S1 or an edited monitor never resumes a file it did not start.
     version = {"s1_version": s1_version(spec.s1, spec.s1_temperature)} if _needs_s1(method_names) else {}
-    settings = {key: {"engine": spec.identity(), "method": m.settings(), **(version if _needs_s1([key[1]]) else {})}
-                for key, m in methods.items()}
+    monitor_of = {t.bench.scenario: t.bench.monitor for t in tasks}
+
+    def settings_of(scenario: str, name: str, method: Method) -> dict:
+        out = {"engine": spec.identity(), "method": method.settings(), **(version if _needs_s1([name]) else {})}
+        if METHODS[name].uses_monitor:
+            out["monitor"] = monitor_of[scenario].run_identity()
+        return out
+
+    settings = {key: settings_of(*key, m) for key, m in methods.items()}
     files: dict[tuple[str, str, str], ResultFile] = {}
 
     def file_of(task: Task) -> ResultFile:
@@ -226,6 +234,11 @@ def run_bench(
     def copy_to(task: Task, line: ResultLine) -> None:
         file_of(task).append(line.model_copy(update={"scenario": task.bench.scenario}))
 
+    for task in tasks:
+        asked = file_of(task).prompts.get(task.item.id)
+        if asked is not None and asked != task.bench.prompt(task.item):
+            raise DataError(f"{file_of(task).path}: question {task.item.id} was asked with another prompt (another "
+                            f"question file named '{task.bench.name}', or another prompt_suffix); use another --out")
     pending = [t for t in tasks if t.item.id not in file_of(t).done]
     done_before = sum(len(f.done) for f in files.values())
     running = {(t.bench.name, t.method, t.item.id): t for t in pending if t.bench.home}

@@ -25,6 +25,7 @@ from typing import Iterable
 from pydantic import BaseModel, ConfigDict
 
 from soma_local.calibration.runs import Question
+from soma_local.calibration.scoring import after_thinking
 from soma_local.engine.trace import RunEnd, RunStart, first_record, read_trace
 from soma_local.errors import DataError
 from soma_local.jsonl import read_models
@@ -82,8 +83,7 @@ class RecordedTrace(BaseModel):
     @property
     def answer(self) -> str | None:
         """What the run wrote after its thinking; None when the thinking never closed."""
-        _, sep, tail = self.output.partition(THINK_CLOSE)
-        return tail if sep else None
+        return after_thinking(self.output)
 
     @property
     def closed(self) -> bool:
@@ -100,7 +100,7 @@ def trace_files(root: Path) -> list[Path]:
     """The shared trace files of a data directory (an error when there are none)."""
     files = sorted((root / "traces").glob("*.jsonl"))
     if not files:
-        raise DataError(f"{root / 'traces'}: no trace files (pass --traces FILE or set SOMA_DATA_DIR)")
+        raise DataError(f"{root / 'traces'}: no trace files (is SOMA_DATA_DIR right? soma replay also takes --traces FILE)")
     return files
 
 

@@ -40,6 +40,8 @@ def cmd_replay(args) -> int:
 
     (monitor,) = resolve_monitors([args.monitor])
     cal, cal_path = open_calibration(args.calibration)
+    # The gold guard is read before any scoring: a missing list stops the run now, not after hours of S1.
+    reserved = reserved_questions(data_dir()) if args.calibrate_share else frozenset()
     flags = {monitor.name: args.threshold} if args.threshold is not None else {}
     files = args.traces or ([] if args.engine_traces else trace_files(data_dir()))
     traces = [t for f in files for t in sample_traces(load_traces(f), args.limit, args.seed)]
@@ -79,7 +81,7 @@ def cmd_replay(args) -> int:
         return summarize(outcomes_at(items, h))
 
     # With --calibrate-share, h is chosen per S2 on a seeded share of the questions and reported on the rest.
-    held = (calibration_ids({t.id for t in scanned}, args.calibrate_share, args.seed, reserved_questions(data_dir()))
+    held = (calibration_ids({t.id for t in scanned}, args.calibrate_share, args.seed, reserved)
             if args.calibrate_share else set())
     objective, selection = objective_from(args, monitor), selection_from(args)
     choices, calibration = {}, {}

@@ -8,6 +8,7 @@ no code anywhere branches on a monitor's name. Loading says exactly which file a
 
 from __future__ import annotations
 
+import hashlib
 import math
 import tomllib
 from pathlib import Path
@@ -48,8 +49,9 @@ class Monitor(BaseModel):
     calibration_data: list[str] = Field(
         default_factory=list, description="`soma calibrate`'s default question files, relative to the data directory")
     benchmarks: list[str] = Field(
-        default_factory=list, description="the question sets `soma bench` reports this monitor on: shipped "
-                                          "benchmark names or JSONL files relative to the data directory")
+        default_factory=list, description="the test sets `soma bench run --monitor` measures this monitor on "
+                                          "when no --benchmark is named: shipped set names or JSONL files "
+                                          "relative to the data directory")
     prompt_suffix: str = Field(
         default="", description="appended to each calibration and benchmark question of this monitor's scenario, "
                                 "so h is calibrated on the prompts it is tested with")
@@ -59,6 +61,13 @@ class Monitor(BaseModel):
     @property
     def file(self) -> Path | None:
         return self._file
+
+    def run_identity(self) -> str:
+        """The name and a digest of what a supervised run reads from this file (the statement, the
+        reminder, the takeover, the prompt suffix): result files key on it, so a run of an edited monitor,
+        or of another file with the same name, never resumes one made with this one."""
+        fields = self.model_dump_json(include={"statement", "reminder", "takeover", "prompt_suffix"})
+        return f"{self.name}@{hashlib.sha256(fields.encode()).hexdigest()[:12]}"
 
     def prompt(self, question: str) -> str:
         """The user message for a calibration or benchmark question of this monitor's scenario."""

@@ -144,6 +144,10 @@ def supervise(
 ) -> RunResult:
     """Run S2 on ``question`` under the monitors. No monitors (or no S1) is a vanilla run.
 
+    ``config`` carries the mode and, for a mode that takes over at h, each monitor's h (picked by
+    ``calibration.thresholds.resolve_thresholds``); the default config has none, so a supervised run
+    passes one.
+
     ``on_event`` sees every trace record as it is written, plus ``ThinkingClosed``. Ctrl-C
     (KeyboardInterrupt) still ends the trace with a ``run_end`` (stop "interrupted"), then propagates.
     """

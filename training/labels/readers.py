@@ -218,6 +218,8 @@ def agreement(rows: Sequence[Judgement]) -> dict[str, dict[str, float]]:
     out = {}
     for name in ["all", *sorted({a.group for a, _ in both})]:
         sel = [(a, b) for a, b in both if name == "all" or a.group == name]
+        if not sel:  # nothing labelled twice: no agreement to report
+            continue
         p1, p2 = np.array([a.positive for a, _ in sel]), np.array([b.positive for _, b in sel])
         y1, y2 = p1 >= 0.5, p2 >= 0.5
         agree = float((y1 == y2).mean())

@@ -48,7 +48,6 @@ from training.s1.train import report
 from training.states.reader_set import training_half
 
 
-
 def pairs_of(encoder: PairEncoder, examples: Sequence[Example], statements: dict[str, str]) -> list[tuple[str, str]]:
     """(statement, state) pairs, each state cut to the input limit the way serving cuts it."""
     reserve = longest_tokens(list(statements.values()), encoder.counter) + encoder.special_tokens

@@ -40,7 +40,6 @@ from training.states.reader_set import gold_state, render_state, short_model, tr
 from training.states.s2_runs import S2Run, read_runs
 
 
-
 class BankState(BaseModel):
     """One bank state by reference, and the statements its reader judges (opaque key -> bank key)."""
 

@@ -20,7 +20,6 @@ from training.paths import READER_BATCHES, READER_STATES, shown
 from training.states.reader_set import MONITORS, draw_states, render_state, trace_key, write_jsonl
 
 
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-monitor", type=int, default=2100)

@@ -58,12 +58,15 @@ def _ses(params: dict, ctx: MethodContext) -> Method:
                     texts.append(line.outcome.thinking)
                     lengths.append(line.outcome.tokens.thinking)
     if len(texts) < 2:
-        first = get_benchmark(ctx.monitor.calibration_data[0], ctx.monitor).name if paths else None
+        if not paths:
+            raise DataError(f"SES is fitted on vanilla runs of monitor '{ctx.monitor.name}''s calibration sets, "
+                            "and its file lists no calibration_data")
+        first = get_benchmark(ctx.monitor.calibration_data[0], ctx.monitor)
+        monitor = "" if first.home else f" --monitor {ctx.monitor.file or ctx.monitor.name}"
         raise DataError(
             f"SES is fitted on vanilla runs of the answerable calibration questions of monitor "
-            f"'{ctx.monitor.name}'; "
-            + (f"run `soma bench run --method vanilla --benchmark {first}` first (looked in {paths[0]})" if paths
-               else "its file lists no calibration_data")
+            f"'{ctx.monitor.name}'; run `soma bench run --method vanilla --benchmark {first.name}{monitor}` "
+            f"first (looked in {paths[0]})"
         )
     median_len = int(statistics.median(lengths))
     if rule == "conformal":
