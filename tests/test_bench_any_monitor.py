@@ -138,3 +138,24 @@ def test_a_question_asked_with_another_prompt_is_refused_not_resumed(tmp_path, d
     reworded = looping.model_copy(update={"prompt_suffix": " Be brief."})
     with pytest.raises(DataError, match="asked with another prompt"):
         run_bench(spec, ["vanilla"], [str(questions)], tmp_path / "out", monitors=[reworded], **kw)
+
+
+def test_soma_runs_use_and_record_the_monitor_adapter_as_soma_run_does(tmp_path, data_dir):
+    """looping ships an adapter for the default S1: bench's SOMA runs score through it and key their
+    file on the adapted version; --no-adapters runs the S1 alone under its own version."""
+    from soma_local.bench.runner import HarnessSpec, run_bench
+    from soma_local.engine.monitors import resolve_monitors
+    from soma_local.s1.factory import load_s1
+
+    plain = load_s1(None).version
+    (looping,) = resolve_monitors(["looping"])
+    kw = dict(limit=1, data_root=data_dir, progress=False, monitors=[looping])
+    for adapters, out in ((True, tmp_path / "a"), (False, tmp_path / "b")):
+        spec = HarnessSpec(s2_model="smollm2-135m", max_tokens=40, scan_interval=16, line_break_slack=4, threads=2,
+                           n_ctx=1024, adapters=adapters)
+        assert run_bench(spec, ["soma"], ["gsm8k"], out, **kw) == 1
+        (line,) = read_results(out / "smollm2-135m" / "looping" / "gsm8k" / "soma.jsonl")
+        version = line.settings["s1_version"]
+        assert version.startswith(f"{plain}+adapter-") if adapters else version == plain
+        assert line.settings["monitor"] == looping.run_identity()
+        assert line.settings["engine"] == spec.identity() and "adapters" not in spec.identity()

@@ -100,21 +100,22 @@ def test_bfloat16_and_float32_give_the_same_judgement(classifier, monitors):
     assert abs(z_exact - z_fast).max() < 0.1
 
 
-def test_the_version_tells_a_retrained_or_rescaled_s1_apart(classifier, tmp_path):
+def test_the_version_tells_a_retrained_or_rescaled_s1_apart(classifier, tmp_path, monkeypatch):
     """Score caches and calibration key on the version: a retrained S1 under the same name has another."""
     from safetensors.torch import load_file, save_file
 
-    from soma_local.s1.factory import s1_version
+    from soma_local.s1.factory import load_s1
 
     assert classifier.identity == f"{classifier.name}@{classifier.version}"
-    assert s1_version(None) == classifier.version == s1_version(f"classifier:{DEFAULT_S1_MODEL}")
-    assert s1_version("classifier", 0.5) == f"{classifier.version}-T0.5" == ClassifierS1(temperature=0.5).version
+    assert load_s1(None).version == classifier.version == load_s1(f"classifier:{DEFAULT_S1_MODEL}").version
+    assert load_s1("classifier", temperature=0.5).version == f"{classifier.version}-T0.5"
     retrained = shipped_copy(tmp_path, "retrained")
     head = load_file(str(retrained / "head.safetensors"))
     save_file({k: v + 0.01 for k, v in head.items()}, str(retrained / "head.safetensors"))
-    assert s1_version(f"classifier:{shipped_copy(tmp_path, 'copied')}") == classifier.version
-    assert s1_version(f"classifier:{retrained}") not in (None, classifier.version)
-    assert s1_version("jev") is None
+    assert load_s1(f"classifier:{shipped_copy(tmp_path, 'copied')}").version == classifier.version
+    assert load_s1(f"classifier:{retrained}").version not in (None, classifier.version)
+    monkeypatch.setenv("TYPESAFE_API_KEY", "k")  # built, never called
+    assert load_s1("jev").version is None
 
 
 def test_an_unknown_precision_is_a_clear_error(monkeypatch):

@@ -10,6 +10,7 @@ alone writes, each line whole as it finishes, so a kill loses only the runs stil
 from __future__ import annotations
 
 import queue
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -18,16 +19,17 @@ from typing import Iterable, Sequence
 
 
 from soma_local.bench.datasets import Benchmark, get_benchmark, load_items, plan_benchmarks
-from soma_local.calibration.runs import Question, sample
 from soma_local.bench.methods import METHODS, MethodContext, make_method
 from soma_local.bench.methods.base import Harness, Method
-from soma_local.engine.monitors import Monitor
 from soma_local.bench.results import ResultFile, ResultLine, model_label, read_results, result_path
+from soma_local.calibration.runs import Question, sample
 from soma_local.data_dir import shareable_path
+from soma_local.engine.adapters import attach_adapters
+from soma_local.engine.monitors import Monitor
 from soma_local.errors import DataError
 from soma_local.s1.base import S1
 from soma_local.s1.batched import BatchedS1
-from soma_local.s1.factory import DEFAULT_S1, s1_version
+from soma_local.s1.factory import DEFAULT_S1
 from soma_local.s2.build import RUNTIMES, S2Options
 
 
@@ -41,14 +43,15 @@ class HarnessSpec(S2Options):
     scan_interval: int = 256
     line_break_slack: int = 128
     max_tokens: int = 32768
+    adapters: bool = True  # the monitor adapters beside each monitor file, as soma run uses them
 
     def identity(self) -> dict:
         """The fields that change results (threads, offload, file paths and server URLs do not; the
         runtime does, as runtimes differ in numerics, so a file never mixes llama.cpp and vLLM). An S1
         given by path is recorded by its shareable path: result files are shared, the build machine's
-        paths not."""
+        paths not. Whether adapters are used is recorded per monitor, in the S1 version the runs used."""
         out = self.model_dump(exclude={"threads", "n_gpu_layers", "flash_attn", "s2_model", "chat_template",
-                                       "s2", "s2_timeout"})
+                                       "s2", "s2_timeout", "adapters"})
         if self.runtime != "llama_cpp":
             out["s2_runtime"] = self.runtime
         kind, sep, arg = self.s1.partition(":")
@@ -59,20 +62,31 @@ class HarnessSpec(S2Options):
     def s2_options(self) -> S2Options:
         return S2Options(**self.model_dump(include=set(S2Options.model_fields)))
 
-    def load_s1(self) -> S1 | None:
+    def load_s1(self, monitors: Sequence[Monitor] = (), *, batched: bool = False) -> S1 | None:
+        """The S1 the SOMA methods run, as ``soma run`` loads it: wrapped in the adapters fitted for it
+        beside ``monitors`` (unless ``adapters`` is off); ``batched``: shared by runs in flight."""
         from soma_local.s1.factory import load_s1
 
-        return load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
+        s1 = load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
+        if s1 is not None and batched:
+            s1 = BatchedS1(s1)
+        if self.adapters:
+            s1, _, refused = attach_adapters(s1, monitors)
+            for why in refused:
+                print(f"warning: {why}", file=sys.stderr)
+        return s1
 
-    def build(self, needs_s1: bool, *, s1: S1 | None = None, server: int = 0) -> Harness:
-        """A harness; ``s1`` shares one S1 between harnesses, ``server`` picks one of several S2 URLs."""
+    def build(self, needs_s1: bool, *, monitors: Sequence[Monitor] = (), s1: S1 | None = None,
+              server: int = 0) -> Harness:
+        """A harness; ``s1`` shares one S1 between harnesses (else one is loaded with ``monitors``'
+        adapters), ``server`` picks one of several S2 URLs."""
         from soma_local.s2.build import build_s2
         from soma_local.engine.pauses import PauseRule
 
         options = self.s2_options()
         s2 = build_s2(options, server=server)
         if needs_s1 and s1 is None:
-            s1 = self.load_s1()
+            s1 = self.load_s1(monitors)
         return Harness(
             s2=s2,
             sampling=options.sampling,
@@ -99,8 +113,8 @@ def _needs_s1(method_names: Iterable[str]) -> bool:
     return any(METHODS[name].uses_s1 for name in method_names)
 
 
-def _init(spec: HarnessSpec, methods: Methods) -> None:
-    _worker["harness"] = spec.build(needs_s1=_needs_s1(name for _, name in methods))
+def _init(spec: HarnessSpec, methods: Methods, monitors: Sequence[Monitor], s1: S1 | None = None) -> None:
+    _worker["harness"] = spec.build(_needs_s1(name for _, name in methods), monitors=monitors, s1=s1)
     _worker["methods"] = methods
 
 
@@ -115,15 +129,11 @@ def _solve(task: Task) -> tuple[Task, float, object]:
     return _run_task(task, _worker["methods"], _worker["harness"])
 
 
-def concurrent_harnesses(spec: HarnessSpec, needs_s1: bool, n: int) -> tuple[list[Harness], BatchedS1 | None]:
+def concurrent_harnesses(spec: HarnessSpec, s1: S1 | None, n: int) -> list[Harness]:
     """``n`` harnesses for runs in flight at once on an HTTP S2: each its own S2 session (harness i
     on server i mod servers, so a question stays on one server's prefix cache) and one shared S1
-    whose scans from all runs go through the model together."""
-    if not RUNTIMES[spec.runtime].concurrent:
-        raise DataError("--concurrency needs an S2 server (--s2 vllm:URL); in-process llama.cpp runs one "
-                        "sequence at a time (use --workers for several copies)")
-    s1 = BatchedS1(spec.load_s1()) if needs_s1 else None
-    return [spec.build(needs_s1, s1=s1, server=i) for i in range(n)], s1
+    (``HarnessSpec.load_s1(batched=True)``) whose scans from all runs go through the model together."""
+    return [spec.build(s1 is not None, s1=s1, server=i) for i in range(n)]
 
 
 def run_concurrently(todo: list[Task], methods: Methods, harnesses: list[Harness]):
@@ -186,13 +196,23 @@ def run_bench(
         context = MethodContext(out, spec.s2_model, monitor)
         methods.update({(monitor.name, name): make_method(name, method_params or {}, context)
                         for name in method_names if METHODS[name].applies(monitor.objective)})
-    # A method that uses S1 also records which version of it, and one that uses the monitor which monitor: a
-    # retrained S1 or an edited monitor never resumes a file it did not start.
-    version = {"s1_version": s1_version(spec.s1, spec.s1_temperature)} if _needs_s1(method_names) else {}
     monitor_of = {t.bench.scenario: t.bench.monitor for t in tasks}
+    if concurrency > 1 and workers > 1:
+        raise DataError("--workers and --concurrency exclude each other: processes with their own S2, "
+                        "or runs in flight against an S2 server")
+    if concurrency > 1 and not RUNTIMES[spec.runtime].concurrent:
+        raise DataError("--concurrency needs an S2 server (--s2 vllm:URL); in-process llama.cpp runs one "
+                        "sequence at a time (use --workers for several copies)")
+    # Loaded here whatever runs the questions: the S1 version each monitor's runs use names its adapter.
+    s1 = spec.load_s1(list(monitor_of.values()), batched=concurrency > 1) if _needs_s1(method_names) else None
 
+    # A method that uses S1 also records which version of it (with the monitor's adapter), and one that
+    # uses the monitor which monitor: a retrained S1, a new adapter or an edited monitor never resumes a
+    # file it did not start.
     def settings_of(scenario: str, name: str, method: Method) -> dict:
-        out = {"engine": spec.identity(), "method": method.settings(), **(version if _needs_s1([name]) else {})}
+        out = {"engine": spec.identity(), "method": method.settings()}
+        if METHODS[name].uses_s1:
+            out["s1_version"] = s1.version_for(monitor_of[scenario].statement) if s1 is not None else None
         if METHODS[name].uses_monitor:
             out["monitor"] = monitor_of[scenario].run_identity()
         return out
@@ -280,23 +300,19 @@ def run_bench(
 
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo) - sum(map(len, waiting.values())),
                disable=not progress, unit="run", smoothing=0.1)
-    if concurrency > 1 and workers > 1:
-        raise DataError("--workers and --concurrency exclude each other: processes with their own S2, "
-                        "or runs in flight against an S2 server")
     try:
         if concurrency > 1:
-            harnesses, _ = concurrent_harnesses(spec, _needs_s1(method_names), concurrency)
-            for result in run_concurrently(todo, methods, harnesses):
+            for result in run_concurrently(todo, methods, concurrent_harnesses(spec, s1, concurrency)):
                 record(*result)
                 bar.update()
         elif workers <= 1:
-            _init(spec, methods)
+            _init(spec, methods, [], s1)
             for task in todo:
                 bar.set_postfix_str(f"{task.bench.name}/{task.method}")
                 record(*_solve(task))
                 bar.update()
         else:
-            with ProcessPoolExecutor(workers, initializer=_init, initargs=(spec, methods)) as pool:
+            with ProcessPoolExecutor(workers, initializer=_init, initargs=(spec, methods, list(monitor_of.values()))) as pool:
                 for result in pool.map(_solve, todo):
                     record(*result)
                     bar.update()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soma_local.cli.args import (
-    UsageError, add_s2_arguments, add_selection_arguments, existing_file, existing_folder, fraction, nonnegative_float,
+    UsageError, add_adapter_argument, add_s2_arguments, add_selection_arguments, existing_file, existing_folder, fraction, nonnegative_float,
     nonnegative_int, positive_float, positive_int, s2_options, selection_from,
 )
 from soma_local.s1.factory import DEFAULT_S1
@@ -26,6 +26,7 @@ def cmd_bench_run(args) -> int:
         scan_interval=args.scan_interval,
         line_break_slack=args.line_break_slack,
         max_tokens=args.max_tokens,
+        adapters=args.adapters,
     )
     params = {
         "budgets": args.budgets,
@@ -101,6 +102,7 @@ def register(sub) -> None:
     run.add_argument("--scan-interval", type=positive_int, default=256, help="thinking tokens between scans (X)")
     run.add_argument("--line-break-slack", type=nonnegative_int, default=128, help="max tokens to the next line break")
     run.add_argument("--max-tokens", type=positive_int, default=32768, help="generation limit per question")
+    add_adapter_argument(run)
     add_s2_arguments(run)
     run.set_defaults(func=cmd_bench_run)
 

@@ -25,18 +25,6 @@ def check_spec(spec: str | None) -> None:
         raise S1Error(f"unknown S1 '{spec}' (known: {KNOWN})")
 
 
-def s1_version(spec: str | None, temperature: float | None = None) -> str | None:
-    """``S1.version`` of the S1 a spec names, without loading it (only a classifier has one)."""
-    check_spec(spec)
-    kind, _, arg = (spec or DEFAULT_S1).partition(":")
-    if kind != "classifier":
-        return None
-    from soma_local.s1.model_folders import model_version, read_config, resolve_s1_model
-
-    folder = resolve_s1_model(arg or None)
-    return model_version(folder, read_config(folder), temperature)
-
-
 def load_s1(
     spec: str | None,
     *,
