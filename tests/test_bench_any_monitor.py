@@ -84,6 +84,8 @@ def test_a_toy_monitor_runs_and_reports_through_the_bench_commands(tmp_path):
         assert row in text
     assert "AbstentionBench" not in text
     assert "SOMA h = " in text and "calibrated on 2 questions" in text
+    parameters = next(line for line in text.splitlines() if line.startswith("Parameters: "))
+    assert "Dynasor" not in parameters and "No-reminder" not in parameters  # only of the methods that ran
     assert (tmp_path / "tables" / "pareto.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -108,8 +108,9 @@ def rows_for(monitor: Monitor, by_bench: dict, delta: float, selection: Selectio
     parameter is chosen on the calibration sets by the monitor's objective (``soma calibrate``'s); h by
     ``selection``, as ``soma calibrate`` chooses it, the baselines' parameters by the paper's point rule.
     A baseline is a row where the method table reports it for this objective."""
-    chosen: dict = {}
+    chosen: dict = {}  # the parameter line under the table: only of methods that have results
     objective = monitor_objective(monitor, delta)
+    ran = {method for methods in by_bench.values() for method in methods}
 
     def reported(method: str) -> bool:
         return METHODS[method].applies(monitor.objective)
@@ -117,13 +118,15 @@ def rows_for(monitor: Monitor, by_bench: dict, delta: float, selection: Selectio
     def tuned(label: str, method: str, calibrate, fallback, fallback_why: str):
         cal = _calibration(by_bench, monitor, method)
         value = calibrate(cal, objective) if cal else fallback
-        chosen[label] = (value, f"calibrated on {len(cal)} questions" if cal else fallback_why)
+        if method in ran:
+            chosen[label] = (value, f"calibrated on {len(cal)} questions" if cal else fallback_why)
         return value
 
     def tuned_h(label: str, method: str) -> float:
         cal = _calibration(by_bench, monitor, method)
         if not cal:
-            chosen[label] = (monitor.default_threshold, "monitor default (no calibration runs)")
+            if method in ran:
+                chosen[label] = (monitor.default_threshold, "monitor default (no calibration runs)")
             return monitor.default_threshold
         choice = score.h_choice(cal, objective, selection)
         chosen[label] = (choice.threshold, f"calibrated on {len(cal)} questions; {choice.evidence()}")
