@@ -65,7 +65,7 @@ def shipped(s1, monitor_family: str, pairs, bank) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.adapter_curve", description=__doc__.split("\n\n")[0])
     ap.add_argument("--s1", action="append", required=True, help="S1 spec, repeatable")
     ap.add_argument("--family", action="append", help=f"bank family (default: {', '.join(FAMILIES)})")
     ap.add_argument("--sizes", default="25,50,100,200", help="labels per fit, comma-separated")

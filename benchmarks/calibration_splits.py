@@ -188,7 +188,7 @@ def fixed_table(s: Splits, groups: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.calibration_splits", description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", type=Path, default=RESULTS,
                     help="a replay result file (soma replay ... --out DIR writes DIR/replay_results.json)")
     ap.add_argument("--splits", type=int, default=100, help="seeded splits (seeds 0..N-1; seed 0 is replay's own)")

@@ -66,7 +66,10 @@ def run_mode(mode: str, args, out: Path) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.jev_faults", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--fault", action="append", help="only these modes (default: clean, every fault, rate-limited)")
     parser.add_argument("--question", default="List the first twenty prime numbers and explain for each why it is prime.")
     parser.add_argument("--max-tokens", type=int, default=600)

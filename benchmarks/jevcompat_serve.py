@@ -33,7 +33,10 @@ def summary_line(label: str, rep) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.jevcompat_serve", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--s1", help="S1 spec to serve (default: the default local S1)")
     parser.add_argument("--threads", type=int, default=1, help="S1 CPU threads (1 is fastest on a shared 2-core box)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")

@@ -33,7 +33,10 @@ TEMPLATE = (
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.random_gguf", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--vocab", required=True, help="a Qwen2-family vocabulary-only GGUF")
     ap.add_argument("--shape", choices=SHAPES, default="qwen3-0.6b")
     ap.add_argument("--out", required=True)

@@ -40,7 +40,7 @@ def _cost(end: RunEnd) -> tuple[int, float, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.readout_cost", description=__doc__.splitlines()[0])
     ap.add_argument("--monitor", default="unanswerable")
     ap.add_argument("--data", help="questions JSONL (default: <data>/<monitor>/calib_easy.jsonl)")
     ap.add_argument("--limit", type=int, default=3)

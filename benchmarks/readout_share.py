@@ -14,7 +14,7 @@ from soma_local.bench.results import read_results
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.readout_share", description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path, help="a bench output folder (DIR or DIR/<model>)")
     args = ap.parse_args()
     print(f"{'model':<16}{'method':<13}{'lines':>6}{'branches':>9}{'main tok':>10}{'branch tok':>11}  ratio")

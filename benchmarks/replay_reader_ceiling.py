@@ -131,7 +131,9 @@ def write_batches(results: dict, model: str, datasets: list[str], halves: list[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.replay_reader_ceiling", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("command", nargs="?", choices=("report", "batches"), default="report")
     ap.add_argument("--labels", type=Path, default=LABELS)
     ap.add_argument("--results", type=Path, default=RESULTS)

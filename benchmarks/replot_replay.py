@@ -15,7 +15,7 @@ from soma_local.calibration.report import replay_plot
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.replot_replay", description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path, nargs="+", help="replay_results.json files")
     for path in ap.parse_args().results:
         print(replay_plot(json.loads(path.read_text(encoding="utf-8")), path.with_name("pareto.png")))

@@ -61,7 +61,7 @@ def s1_scores(spec: str, examples: list[Example], statements: dict[str, str], ad
 
 def main() -> int:
     data = data_dir()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.s1_eval", description=__doc__.split("\n")[0])
     ap.add_argument("--s1", action="append", default=None,
                     help=f"S1 spec, repeatable; '{KEYWORDS}' for the keyword baseline (default: the shipped classifier)")
     ap.add_argument("--labels", type=Path, default=data / "s1_labels" / "gold_dev.jsonl")

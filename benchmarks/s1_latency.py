@@ -57,7 +57,7 @@ def s2_seconds_per_token(threads: int | None, question: str, runs: int = 3) -> t
 
 def main() -> int:
     data = data_dir()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.s1_latency", description=__doc__.split("\n")[0])
     ap.add_argument("--s1", default=None, help="S1 spec (default: the shipped classifier)")
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--monitor", action="append", default=None,

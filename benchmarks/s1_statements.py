@@ -23,7 +23,7 @@ from training.s1.statement_reader import limit_states
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.s1_statements", description=__doc__.split("\n\n")[0])
     ap.add_argument("--s1", action="append", required=True, help="S1 spec, repeatable (e.g. classifier:minilm-reader)")
     ap.add_argument("--splits", default="eval,test", help="comma-separated bank splits to score")
     ap.add_argument("--limit", type=int, default=0, help="the first N states of each split (0 = all)")

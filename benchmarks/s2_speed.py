@@ -109,7 +109,10 @@ def bench_supervised(s2, s1, prompts, tokens, interval, sampling: SamplingParams
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.s2_speed", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--model", help="S2 GGUF path or embedded name")
     ap.add_argument("--s1", default="readout", help="S1 spec for the supervised runs ('none' skips them)")
     ap.add_argument("--tokens", type=int, default=512)

@@ -75,7 +75,7 @@ def run_setting(url: str, model: str, questions: list[str], n: int, s1: BatchedS
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.s2_vllm_throughput", description=__doc__.splitlines()[0])
     ap.add_argument("--url", help="an already running vLLM server (default: start one)")
     ap.add_argument("--model", default="smollm2-135m", help="served model / its Hugging Face folder")
     ap.add_argument("--dtype", default="bfloat16", help="for the server this script starts")

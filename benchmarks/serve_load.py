@@ -144,7 +144,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.serve_load", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--s1", help="S1 spec to serve (default: the default local S1)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clients", type=int, default=32)

@@ -51,7 +51,10 @@ def child(model: str | None, tokens: int, repeats: int, threads: list[int]) -> N
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.threads", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--model", help="S2 GGUF path or embedded name (default: smollm2-135m)")
     ap.add_argument("--tokens", type=int, default=120, help="tokens decoded per measurement")
     ap.add_argument("--repeats", type=int, default=2, help="measurements per setting (the median is printed)")

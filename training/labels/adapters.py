@@ -62,7 +62,10 @@ def label_rows(pairs: Sequence[Pair], statement: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m training.labels.adapters", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("monitor", help="the monitor whose statement the labels are written for")
     ap.add_argument("--family", required=True, help="bank family id, or paper_overthinking / paper_unanswerable")
     ap.add_argument("--half", choices=["training", "eval"], required=True)

@@ -21,7 +21,7 @@ from training.states.reader_set import MONITORS, draw_states, render_state, trac
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.states.reader_batches", description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-monitor", type=int, default=2100)
     ap.add_argument("--double", type=int, default=220, help="states labelled twice (half per monitor)")
     ap.add_argument("--batch-size", type=int, default=100)
