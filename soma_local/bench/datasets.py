@@ -123,6 +123,14 @@ def monitor_benchmarks(monitor: Monitor) -> list[Benchmark]:
     return [get_benchmark(ref, monitor) for ref in refs]
 
 
+def check_objective(monitor: Monitor) -> None:
+    """The bench picks a monitor's table and baselines by its objective: one without is refused, by file."""
+    if monitor.objective is None:
+        raise DataError(f"monitor '{monitor.name}' ({monitor.file or 'no file'}) names no objective; set "
+                        "objective = \"fewest_tokens\" or \"abstention\" in its file: the bench picks its "
+                        "table and baselines by it")
+
+
 def plan_benchmarks(refs: Iterable[str], monitors: Iterable[Monitor]) -> list[Benchmark]:
     """What ``soma bench run`` measures: each named set with each named monitor; with no monitor,
     each set with its own; with no set, each monitor's own sets."""
@@ -134,10 +142,7 @@ def plan_benchmarks(refs: Iterable[str], monitors: Iterable[Monitor]) -> list[Be
     else:
         benchmarks = [get_benchmark(ref, m) for m in monitors for ref in refs]
     for bench in benchmarks:
-        if bench.monitor.objective is None:
-            raise DataError(f"monitor '{bench.scenario}' ({bench.monitor.file or 'no file'}) names no objective; "
-                            "set objective = \"fewest_tokens\" or \"abstention\" in its file: the bench picks "
-                            "its table and baselines by it")
+        check_objective(bench.monitor)
     paths: dict[tuple[str, str], str] = {}
     for bench in benchmarks:  # results are filed by set name: two files under one name would mix
         path = paths.setdefault((bench.scenario, bench.name), bench.questions.path)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from soma_local.bench import score
-from soma_local.bench.datasets import question_set
+from soma_local.bench.datasets import check_objective, question_set
 from soma_local.bench.methods import METHODS
 from soma_local.bench.results import ResultLine, read_results
 from soma_local.calibration.selection import Selection
@@ -86,9 +86,7 @@ def scenario_monitors(scenarios: Iterable[str], given: Iterable[Monitor] = ()) -
             except MonitorFileError as exc:
                 raise DataError(f"results measured with monitor '{name}': pass its file with --monitor FILE.toml "
                                 f"({exc})") from None
-        if given[name].objective is None:
-            raise DataError(f"monitor '{name}' ({given[name].file}) names no objective; set objective = "
-                            "\"fewest_tokens\" or \"abstention\" in its file: its table is chosen by it")
+        check_objective(given[name])
         out[name] = given[name]
     return out
 

@@ -67,14 +67,14 @@ def read_results(path: Path) -> Iterator[ResultLine]:
 
 
 class ResultFile:
-    """One results file opened for appending; ``done`` holds the ids already in it."""
+    """One results file opened for appending; ``prompts`` maps each id already in it to the prompt it
+    was asked with (``done``: those ids)."""
 
     def __init__(self, path: Path, settings: dict):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._drop_torn_tail()
-        self.done: set[str] = set()
-        self.prompts: dict[str, str] = {}  # id -> the prompt it was asked with
+        self.prompts: dict[str, str] = {}
         if path.exists():
             for line in read_results(path):
                 if not _same_settings(line.settings, settings):
@@ -82,9 +82,12 @@ class ResultFile:
                         f"{path}: holds results made with other settings ({_diff(line.settings, settings)}); "
                         "use another --out or remove the file"
                     )
-                self.done.add(line.id)
                 self.prompts[line.id] = line.prompt
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    @property
+    def done(self) -> set[str]:
+        return set(self.prompts)
 
     def _drop_torn_tail(self) -> None:
         if not self.path.exists():
@@ -100,13 +103,12 @@ class ResultFile:
     def append(self, line: ResultLine) -> None:
         if line.id in self.done:
             raise DataError(f"{self.path}: question {line.id} is already recorded")
-        self.prompts[line.id] = line.prompt
         data = (line.model_dump_json() + "\n").encode("utf-8")
         written = os.write(self._fd, data)
         while written < len(data):  # a short write (signals, full pipes) must not tear the line
             written += os.write(self._fd, data[written:])
         os.fsync(self._fd)
-        self.done.add(line.id)
+        self.prompts[line.id] = line.prompt
 
     def close(self) -> None:
         os.close(self._fd)

@@ -113,8 +113,9 @@ def _needs_s1(method_names: Iterable[str]) -> bool:
     return any(METHODS[name].uses_s1 for name in method_names)
 
 
-def _init(spec: HarnessSpec, methods: Methods, monitors: Sequence[Monitor], s1: S1 | None = None) -> None:
-    _worker["harness"] = spec.build(_needs_s1(name for _, name in methods), monitors=monitors, s1=s1)
+def _init(spec: HarnessSpec, methods: Methods, monitors: Sequence[Monitor]) -> None:
+    """A worker process's own harness: its own S2, and its own S1 with ``monitors``' adapters."""
+    _worker["harness"] = spec.build(_needs_s1(name for _, name in methods), monitors=monitors)
     _worker["methods"] = methods
 
 
@@ -191,12 +192,12 @@ def run_bench(
     tasks = plan(plan_benchmarks(benchmarks, monitors), method_names, limit, sample_seed, data_root)
     if not tasks:
         raise DataError("nothing to run: no method applies to these benchmarks")
+    monitor_of = {t.bench.scenario: t.bench.monitor for t in tasks}
     methods: Methods = {}
-    for monitor in {t.bench.scenario: t.bench.monitor for t in tasks}.values():
+    for monitor in monitor_of.values():
         context = MethodContext(out, spec.s2_model, monitor)
         methods.update({(monitor.name, name): make_method(name, method_params or {}, context)
                         for name in method_names if METHODS[name].applies(monitor.objective)})
-    monitor_of = {t.bench.scenario: t.bench.monitor for t in tasks}
     if concurrency > 1 and workers > 1:
         raise DataError("--workers and --concurrency exclude each other: processes with their own S2, "
                         "or runs in flight against an S2 server")
@@ -259,8 +260,8 @@ def run_bench(
         if asked is not None and asked != task.bench.prompt(task.item):
             raise DataError(f"{file_of(task).path}: question {task.item.id} was asked with another prompt (another "
                             f"question file named '{task.bench.name}', or another prompt_suffix); use another --out")
-    pending = [t for t in tasks if t.item.id not in file_of(t).done]
-    done_before = sum(len(f.done) for f in files.values())
+    pending = [t for t in tasks if t.item.id not in file_of(t).prompts]
+    done_before = sum(len(f.prompts) for f in files.values())
     running = {(t.bench.name, t.method, t.item.id): t for t in pending if t.bench.home}
     todo: list[Task] = []
     waiting: dict[tuple[str, str, str], list[Task]] = {}
@@ -300,19 +301,22 @@ def run_bench(
 
     bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo) - sum(map(len, waiting.values())),
                disable=not progress, unit="run", smoothing=0.1)
+    in_process: list[Harness] = []  # closed at the end: a library caller's process keeps running
     try:
         if concurrency > 1:
-            for result in run_concurrently(todo, methods, concurrent_harnesses(spec, s1, concurrency)):
+            in_process = concurrent_harnesses(spec, s1, concurrency)
+            for result in run_concurrently(todo, methods, in_process):
                 record(*result)
                 bar.update()
         elif workers <= 1:
-            _init(spec, methods, [], s1)
+            in_process = [spec.build(s1 is not None, s1=s1)]
             for task in todo:
                 bar.set_postfix_str(f"{task.bench.name}/{task.method}")
-                record(*_solve(task))
+                record(*_run_task(task, methods, in_process[0]))
                 bar.update()
         else:
-            with ProcessPoolExecutor(workers, initializer=_init, initargs=(spec, methods, list(monitor_of.values()))) as pool:
+            init = (spec, methods, list(monitor_of.values()))
+            with ProcessPoolExecutor(workers, initializer=_init, initargs=init) as pool:
                 for result in pool.map(_solve, todo):
                     record(*result)
                     bar.update()
@@ -320,4 +324,6 @@ def run_bench(
         bar.close()
         for f in files.values():
             f.close()
-    return sum(len(f.done) for f in files.values()) - done_before
+        for harness in in_process:
+            harness.s2.close()
+    return sum(len(f.prompts) for f in files.values()) - done_before
