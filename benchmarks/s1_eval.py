@@ -9,6 +9,10 @@ Each state is scored for the monitor it was labelled for, with that monitor's st
 ``keywords`` is the untrained baseline every S1 must beat: the number of monitor keywords (re-check
 phrases for overthinking, doubt and assumption phrases for unanswerable) in the last 2,000 characters
 of the reasoning. It ranks but is not a probability, so it has no ECE or Brier.
+
+With two S1s or more, each one after the first is compared with the first: the difference of AUROC and
+ECE (it minus the first) per monitor with a 95 % interval from resampling the states, the same resample
+for both, so the interval is paired by state (``--resamples``, ``--seed``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from soma_local.engine.monitors import resolve_monitors
 from soma_local.s1.base import S1Query
 from soma_local.s1.cues import ATTEMPT, DOUBT, RECHECK
 from soma_local.s1.factory import load_s1
-from soma_local.s1.temperature import auroc, evaluate
+from soma_local.s1.temperature import auroc, ece, evaluate
 from training.labels.examples import Example, read_labelled
 
 KEYWORDS = "keywords"
@@ -59,6 +63,25 @@ def s1_scores(spec: str, examples: list[Example], statements: dict[str, str], ad
     return name, np.array(probs), (time.perf_counter() - t0) / max(len(examples), 1)
 
 
+def paired_differences(first: np.ndarray, other: np.ndarray, y: np.ndarray, resamples: int, seed: int,
+                       probabilities: bool = True) -> dict[str, tuple[float, float, float]]:
+    """AUROC (and ECE, for two probabilities) of ``other`` minus ``first`` on the same states: the point
+    difference and a 95 % bootstrap interval, states resampled once for both (paired)."""
+    keep = ~(np.isnan(first) | np.isnan(other))
+    a, b, y = first[keep], other[keep], y[keep]
+    metrics = {"AUROC": lambda p, t: auroc(p, t >= 0.5)}
+    if probabilities:
+        metrics["ECE"] = ece
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(y), size=(resamples, len(y)))
+    out = {}
+    for name, f in metrics.items():
+        diffs = np.array([f(b[i], y[i]) - f(a[i], y[i]) for i in idx])
+        lo, hi = np.nanpercentile(diffs, [2.5, 97.5])
+        out[name] = (f(b, y) - f(a, y), float(lo), float(hi))
+    return out
+
+
 def main() -> int:
     data = data_dir()
     ap = argparse.ArgumentParser(prog="python -m benchmarks.s1_eval", description=__doc__.split("\n")[0])
@@ -69,6 +92,8 @@ def main() -> int:
                     "zero-shot and S1 figures are always without")
     ap.add_argument("--limit", type=int, default=0, help="score only the first N states (0 = all)")
     ap.add_argument("--json", type=Path, help="also write the per-state probabilities here")
+    ap.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the paired differences")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     args = ap.parse_args()
     examples = read_labelled(args.labels)
     if args.limit:
@@ -81,13 +106,14 @@ def main() -> int:
     print(f"{args.labels.name}: {len(examples)} states; "
           + ", ".join(f"{n} {int((monitors == n).sum())} ({int(((monitors == n) & (y >= 0.5)).sum())} positive)" for n in names[1:]))
     print(f"{'S1':<34}{'monitor':<14}{'AUROC':>7}{'ECE':>7}{'Brier':>7}{'s/state':>9}")
-    dump = {}
+    dump, scored = {}, []
     for spec in args.s1 or [None]:
         if spec == KEYWORDS:
             name, p, per = "keyword count (last 2,000 chars)", keyword_scores(examples), 0.0
         else:
             name, p, per = s1_scores(spec, examples, statements, monitors_used if args.adapters else None)
         dump[name] = p.tolist()
+        scored.append((name, p, spec != KEYWORDS))
         for n in names:
             mask = (np.ones_like(y, dtype=bool) if n == "all" else monitors == n) & ~np.isnan(p)
             if spec == KEYWORDS:
@@ -96,6 +122,16 @@ def main() -> int:
                 m = evaluate(p[mask], y[mask])
                 cells = f"{m.auroc:>7.3f}{m.ece:>7.3f}{m.brier:>7.3f}"
             print(f"{name if n == 'all' else '':<34}{n:<14}{cells}{per if n == 'all' else float('nan'):>9.2f}".replace(" nan", "    "))
+    if len(scored) > 1:
+        base_name, base, base_prob = scored[0]
+        print(f"\ndifference against {base_name}, each S1 minus it [95 % interval, {args.resamples} bootstrap "
+              "resamples of the states, paired]")
+        for name, p, prob in scored[1:]:
+            for n in names:
+                mask = np.ones_like(y, dtype=bool) if n == "all" else monitors == n
+                diffs = paired_differences(base[mask], p[mask], y[mask], args.resamples, args.seed, prob and base_prob)
+                cells = "  ".join(f"{k} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for k, (d, lo, hi) in diffs.items())
+                print(f"{name if n == 'all' else '':<34}{n:<14}{cells}")
     if args.json:
         args.json.write_text(json.dumps({"states": [{"key": e.key, "monitor": e.monitor, "label": e.label} for e in examples],
                                          "scores": dump}, indent=1))
