@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The small real CPU run in benchmarks/results/cpu: an embedded S2 (default SmolLM2-135M; S2=qwen2.5-0.5b
-# for the opt-in Qwen2.5-Coder-0.5B) and the shipped classifier S1, every method. Two processes, one
+# for the opt-in Qwen2.5-Coder-0.5B) and the classifier S1 the committed files were made with (minilm-reader;
+# S1=classifier for the default, minilm-statements, into another OUT), every method. Two processes, one
 # per scenario, one thread each; every step is resumable, so rerunning this script continues a killed
 # run. Short limits so it fits 2 CPU cores: --max-tokens 512 --scan-interval 128 (paper: 32,768, 256).
 set -euo pipefail
@@ -11,7 +12,8 @@ S2=${S2:-smollm2-135m}
 N_TEST=${N_TEST:-30}
 N_CAL=${N_CAL:-10}
 N_SES=${N_SES:-40}
-COMMON=(--out "$OUT" --s2-model "$S2" --s1 classifier --threads 1 --n-ctx 4096 --max-tokens 512 --scan-interval 128)
+S1=${S1:-classifier:minilm-reader}
+COMMON=(--out "$OUT" --s2-model "$S2" --s1 "$S1" --threads 1 --n-ctx 4096 --max-tokens 512 --scan-interval 128)
 bench() { $PY -m soma_local.cli bench run "${COMMON[@]}" "$@"; }
 
 overthinking() {

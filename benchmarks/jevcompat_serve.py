@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jevcompat import report, runner
 
-from soma_local.s1.factory import load_s1
+from soma_local.s1.factory import SERVE_DEFAULT_S1, load_s1
 from soma_local.serve.app import Running, create_app
 
 
@@ -37,12 +37,12 @@ def main() -> int:
         prog="python -m benchmarks.jevcompat_serve", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--s1", help="S1 spec to serve (default: the default local S1)")
+    parser.add_argument("--s1", help="S1 spec to serve (default: soma serve's, classifier:minilm-reader)")
     parser.add_argument("--threads", type=int, default=1, help="S1 CPU threads (1 is fastest on a shared 2-core box)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--json", type=Path, help="write the full jevcompat reports (JSON) into this folder")
     args = parser.parse_args()
-    s1 = load_s1(args.s1, n_threads=args.threads)
+    s1 = load_s1(args.s1 or SERVE_DEFAULT_S1, n_threads=args.threads)
     lines = []
     for label, key in (("auth off", None), ("auth on", secrets.token_urlsafe(16))):
         t0 = time.perf_counter()

@@ -26,7 +26,7 @@ from collections import Counter
 
 import httpx
 
-from soma_local.s1.factory import load_s1
+from soma_local.s1.factory import SERVE_DEFAULT_S1, load_s1
 from soma_local.serve.app import Running, create_app
 
 STATE = ("Task: What is 17 + 25?\n\nReasoning so far: 17 + 25 = 42. Let me check: 25 + 17 = 42. "
@@ -148,7 +148,7 @@ def main() -> int:
         prog="python -m benchmarks.serve_load", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--s1", help="S1 spec to serve (default: the default local S1)")
+    parser.add_argument("--s1", help="S1 spec to serve (default: soma serve's, classifier:minilm-reader)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--requests", type=int, default=4, help="requests per client")
@@ -159,7 +159,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0, help="mixed mode: seconds of sending")
     parser.add_argument("--drain", type=float, default=30.0, help="mixed mode: seconds to wait for requests in flight")
     args = parser.parse_args()
-    s1 = load_s1(args.s1, n_threads=args.threads)
+    s1 = load_s1(args.s1 or SERVE_DEFAULT_S1, n_threads=args.threads)
     if args.heavy:
         with Running(create_app(s1)) as server:
             results, wall = asyncio.run(mixed(server.url, args))

@@ -134,6 +134,23 @@ def test_an_h_calibrated_on_another_version_of_the_s1_is_not_used(tmp_path):
     assert resolve_thresholds(*args, "bbb")["unanswerable"].h == 4.0
 
 
+def test_an_h_calibrated_for_minilm_reader_is_not_used_with_the_default_s1(tmp_path):
+    """The default S1 changed from minilm-reader to minilm-statements: entries key on the S1's name, so a
+    minilm-reader h (even one from before versions were recorded) never reaches a run with the new default."""
+    from soma_local.s1.model_folders import DEFAULT_S1_MODEL
+
+    base = dict(s2="b.gguf", monitor="unanswerable", objective=Objective(kind="abstention"), scan_interval=256,
+                datasets=["c.jsonl"], n_questions=50, results="r.json", threshold=4.0)
+    cal = load_calibration(tmp_path / "none.json")
+    cal.entries = [CalibrationEntry(s1="classifier:minilm-reader", **base)]
+    (monitor,) = resolve_monitors(["unanswerable"])
+    args = ([monitor.model_copy(update={"default_threshold": 1.5})], {}, cal, tmp_path / "t.json")
+    default = resolve_thresholds(*args, f"classifier:{DEFAULT_S1_MODEL}", "b.gguf", "soma", "2612609d1e10")
+    assert DEFAULT_S1_MODEL != "minilm-reader" and default["unanswerable"].h == 1.5
+    assert default["unanswerable"].source == "monitor default" and default["unanswerable"].warning is None
+    assert resolve_thresholds(*args, "classifier:minilm-reader", "b.gguf", "soma", "97acffac188f")["unanswerable"].h == 4.0
+
+
 def test_an_h_calibrated_without_a_monitors_adapter_is_not_used_with_it(tmp_path):
     """An adapter changes its monitor's p, so its h keys on S1.version_for(statement); the others' do not move."""
     base = dict(s1="classifier:m", s2="b.gguf", objective=Objective(kind="abstention"), scan_interval=256,

@@ -8,7 +8,7 @@ from soma_local.errors import ModelFileError
 from soma_local.engine.monitors import resolve_monitors
 from soma_local.s1.base import S1Query
 from soma_local.s1.classifier import ClassifierS1
-from soma_local.s1.factory import DEFAULT_S1, load_s1
+from soma_local.s1.factory import DEFAULT_S1, SERVE_DEFAULT_S1, load_s1
 from soma_local.s1.model_folders import DEFAULT_S1_MODEL, S1_MODELS_DIR, resolve_s1_model
 from soma_local.s1.state import parse_state
 
@@ -33,12 +33,33 @@ def monitors():
     return {m.name: m for m in resolve_monitors(["overthinking", "unanswerable"])}
 
 
-def test_default_s1_is_the_shipped_classifier(classifier):
-    assert DEFAULT_S1 == "classifier"
+def test_default_s1_is_the_statement_reader(classifier):
+    assert DEFAULT_S1 == "classifier" and DEFAULT_S1_MODEL == "minilm-statements"
     assert isinstance(classifier, ClassifierS1)
-    assert classifier.name == f"classifier:{DEFAULT_S1_MODEL}"
-    assert classifier.encoder.max_length == 512  # the encoder reads the newest 512 tokens...
+    assert classifier.name == "classifier:minilm-statements"
+    assert classifier.encoder.max_length == 384  # the encoder reads the newest 384 tokens...
     assert classifier.input_limit == 2048  # ...of a state the cue heads read whole
+    assert set(classifier.cue_heads) == {m.statement for m in resolve_monitors(["overthinking", "unanswerable"])}
+
+
+def test_minilm_reader_stays_loadable_by_name():
+    reader = load_s1("classifier:minilm-reader")
+    assert reader.name == "classifier:minilm-reader" and reader.encoder.max_length == 512 and reader.input_limit == 2048
+    assert reader.version == "97acffac188f"  # the version its calibrations, adapters and result files key on
+    reader.close()
+
+
+def test_soma_serve_keeps_minilm_reader_by_default(monkeypatch):
+    """Served states are not reasoning; there the statement reader breaks the option-set rule more
+    (python -m benchmarks.serve_rules), so serve keeps minilm-reader unless --s1 says otherwise."""
+    import soma_local.serve.app as app
+    from soma_local.cli.main import main
+
+    served = []
+    monkeypatch.setattr(app, "serve", lambda s1, **kw: served.append(s1.name))
+    assert SERVE_DEFAULT_S1 == "classifier:minilm-reader"
+    assert main(["serve", "--threads", "1"]) == 0 and served == ["classifier:minilm-reader"]
+    assert main(["serve", "--threads", "1", "--s1", "classifier"]) == 0 and served[-1] == "classifier:minilm-statements"
 
 
 def test_answers_for_both_monitors_in_one_batch(classifier, monitors):

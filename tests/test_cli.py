@@ -102,9 +102,10 @@ def test_quiet_json_run_and_calibration_source_in_the_header(tmp_path, smollm_pa
     import json
 
     from soma_local.calibration.thresholds import CalibrationEntry, Objective, save_entry
+    from soma_local.s1.model_folders import DEFAULT_S1_MODEL
 
     cal = tmp_path / "thresholds.json"
-    save_entry(cal, CalibrationEntry(s1="classifier:minilm-reader", s2=smollm_path.name, monitor="overthinking",
+    save_entry(cal, CalibrationEntry(s1=f"classifier:{DEFAULT_S1_MODEL}", s2=smollm_path.name, monitor="overthinking",
                                      threshold=0.5, objective=Objective(kind="fewest_tokens"), scan_interval=256,
                                      datasets=["x.jsonl"], n_questions=1, results="r.json"))
     base = ["run", "What is 2+2?", "--max-tokens", "8", "--calibration", str(cal), "--trace", str(tmp_path / "t.jsonl")]

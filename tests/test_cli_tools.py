@@ -24,8 +24,8 @@ def test_calibrate_writes_results_plot_and_a_calibration_entry_soma_run_reads(tm
     assert (out / "pareto.png").stat().st_size > 0 and len(list((out / "traces").glob("*.jsonl"))) == 1
     (entry,) = load_calibration(cal).entries
     assert (entry.monitor, entry.mode, entry.s2) == ("overthinking", "soma", smollm_path.name)
-    # Keyed by the S1 that scored the runs: the default S1 (the shipped classifier).
-    assert entry.threshold in (0.5, 2.0, math.inf) and entry.s1 == "classifier:minilm-reader"
+    # Keyed by the S1 that scored the runs: the default S1, the statement reader.
+    assert entry.threshold in (0.5, 2.0, math.inf) and entry.s1 == "classifier:minilm-statements"
     # A rerun finds the finished trace and does not run S2 again.
     before = (out / "traces" / "c1.jsonl").read_text()
     assert main(args) == 0 and (out / "traces" / "c1.jsonl").read_text() == before

@@ -13,7 +13,7 @@ import pytest
 from jevcompat import runner
 from jevcompat.checks import CASES
 
-from soma_local.s1.factory import load_s1
+from soma_local.s1.factory import SERVE_DEFAULT_S1, load_s1
 from soma_local.serve.app import Running, create_app
 
 HEAVY = {"choice-options", "semantics-question-id", "semantics-batching", "semantics-question-order"}
@@ -22,7 +22,7 @@ KEY = "conformance-key"
 
 @pytest.fixture(scope="module")
 def s1():
-    backend = load_s1(None, n_threads=1)  # the default local S1, whichever backend that is
+    backend = load_s1(SERVE_DEFAULT_S1, n_threads=1)  # what soma serve serves by default, whichever backend that is
     yield backend
     backend.close()
 

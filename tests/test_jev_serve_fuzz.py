@@ -1,4 +1,4 @@
-"""Fuzz ``soma serve`` (shipped classifier S1, real sockets) with random and adversarial bodies: every
+"""Fuzz ``soma serve`` (its default S1, minilm-reader, real sockets) with random and adversarial bodies: every
 answer must be 2xx or 4xx in the official shape, never a 5xx, and a 200 answers exactly the ids sent.
 
 The bodies are seeded (``SOMA_FUZZ_SEED``, default 13) and their number is ``SOMA_FUZZ_BODIES``
@@ -14,7 +14,7 @@ import httpx
 import pytest
 import zstandard
 
-from soma_local.s1.factory import load_s1
+from soma_local.s1.factory import SERVE_DEFAULT_S1, load_s1
 from soma_local.serve.app import REQUEST_ID_HEADER, Running, create_app
 
 BODIES = int(os.environ.get("SOMA_FUZZ_BODIES", "300"))
@@ -176,7 +176,7 @@ def shape_problem(status: int, body) -> str | None:
 
 @pytest.fixture(scope="module")
 def server():
-    s1 = load_s1(None, n_threads=1)
+    s1 = load_s1(SERVE_DEFAULT_S1, n_threads=1)  # what soma serve serves by default
     with Running(create_app(s1)) as srv, httpx.Client(base_url=srv.url, timeout=120) as client:
         yield client
     s1.close()

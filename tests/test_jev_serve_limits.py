@@ -1,4 +1,4 @@
-"""``soma serve`` as a drop-in Jev around the shipped classifier S1 (MiniLM, 512-token window): long
+"""``soma serve`` as a drop-in Jev around its default S1 (minilm-reader, 512-token window): long
 states read in windows, the documented limits, lone surrogates, request ids, zstd frames, assets."""
 
 import json
@@ -10,7 +10,7 @@ import zstandard
 
 from soma_local.serve.answers import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, MIN_PAIR_COST, mean_log_odds, state_windows
 from soma_local.s1.base import S1
-from soma_local.s1.factory import load_s1
+from soma_local.s1.factory import SERVE_DEFAULT_S1, load_s1
 from soma_local.serve.app import REQUEST_ID_HEADER, Running, batches, create_app
 from soma_local.s1.state import format_state
 
@@ -30,7 +30,7 @@ PROSE = [
 
 @pytest.fixture(scope="module")
 def s1():
-    backend = load_s1(None, n_threads=1)
+    backend = load_s1(SERVE_DEFAULT_S1, n_threads=1)  # what soma serve serves by default
     yield backend
     backend.close()
 

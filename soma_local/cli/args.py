@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from soma_local.errors import SomaError
+from soma_local.s1.factory import DEFAULT_S1_HELP
 from soma_local.s2.build import S2Options
 
 if TYPE_CHECKING:
@@ -243,7 +244,7 @@ def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
     from soma_local.calibration.thresholds import H_GRID
 
     p.add_argument("--monitor", default="unanswerable", help="monitor name or .toml path")
-    p.add_argument("--s1", help="S1 spec (default: the shipped classifier; see soma run --help)")
+    p.add_argument("--s1", help=f"S1 spec (default: {DEFAULT_S1_HELP}; see soma run --help)")
     p.add_argument("--s1-temperature", type=positive_float, help="S1 temperature T in sigmoid(z/T)")
     p.add_argument("--grid", default=",".join(f"{h:g}" for h in H_GRID),
                    help="thresholds h to evaluate (inf is always added)")

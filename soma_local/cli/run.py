@@ -14,6 +14,7 @@ from soma_local.cli.args import (
 )
 from soma_local.cli.tune import use_adapters
 from soma_local.engine.supervise import MODES
+from soma_local.s1.factory import DEFAULT_S1_HELP
 
 DEFAULT_MONITORS = ["overthinking", "unanswerable"]
 
@@ -88,7 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("question", nargs="?", help="the question; '-' reads stdin (none at all: a demo question)")
     run.add_argument("--file", type=existing_file, help="read the question from a UTF-8 text file")
     run.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or "
-                     "none (default: classifier)")
+                     f"none (default: {DEFAULT_S1_HELP}; classifier:minilm-reader for the S1 trained on the paper's two "
+                     "statements alone)")
     run.add_argument("--s1-temperature", type=positive_float,
                      help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
     add_adapter_argument(run)

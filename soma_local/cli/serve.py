@@ -11,13 +11,13 @@ from soma_local.serve.answers import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, Limit
 
 
 def cmd_serve(args) -> int:
-    from soma_local.s1.factory import load_s1
+    from soma_local.s1.factory import SERVE_DEFAULT_S1, load_s1
     from soma_local.serve.app import serve
 
     key = os.environ.get(args.key_env) if args.key_env else None
     if args.key_env and not key:
         raise UsageError(f"--key-env {args.key_env}: that environment variable is empty")
-    s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
+    s1 = load_s1(args.s1 or SERVE_DEFAULT_S1, temperature=args.s1_temperature, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
     if s1 is None:
         raise UsageError("--s1 none: there is no S1 to serve")
     print(f"soma serve: {s1.name} on http://{args.host}:{args.port}/v1/systemone"
@@ -29,7 +29,9 @@ def cmd_serve(args) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     srv = sub.add_parser("serve", help="serve a local S1 as a Jev-compatible /v1/systemone")
-    srv.add_argument("--s1", help="S1 spec to serve (default: the default local S1)")
+    srv.add_argument("--s1", help="S1 spec to serve (default: classifier:minilm-reader, which serve keeps because "
+                     "on states that are not reasoning the statement reader's option sets sum further from 1; "
+                     "python -m benchmarks.serve_rules)")
     srv.add_argument("--s1-temperature", type=positive_float,
                      help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
     srv.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback keeps it on this machine)")

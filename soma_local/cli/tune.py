@@ -9,6 +9,7 @@ from pathlib import Path
 
 from soma_local.cli.args import existing_file, held_share, positive_int
 from soma_local.errors import SomaError
+from soma_local.s1.factory import DEFAULT_S1_HELP
 
 
 def use_adapters(args: argparse.Namespace, s1, monitors):
@@ -104,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--labels", type=existing_file, nargs="+", required=True, metavar="FILE",
                       help="label JSONL files or recorded run traces")
     tune.add_argument("--s1", help="the S1 to sharpen: classifier[:NAME|FOLDER], readout[:GGUF] or jev[...] "
-                      "(default: classifier)")
+                      f"(default: {DEFAULT_S1_HELP})")
     tune.add_argument("--held-out", type=held_share, default=0.3, help="share of labels held out, by question "
                       "(0.1 to 0.5)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the held-out split")

@@ -1,6 +1,7 @@
 """Build an S1 backend from a short spec string, as the CLI and the benchmarks take it.
 
-``classifier`` or ``classifier:<name in s1_models/ or folder>``: the local trained classifier (default).
+``classifier`` or ``classifier:<name in s1_models/ or folder>``: the local trained classifier (default:
+``classifier``, the statement reader ``minilm-statements``; ``soma serve`` defaults to ``SERVE_DEFAULT_S1``).
 ``readout`` or ``readout:<gguf path or embedded name>``: the training-free LLM judge (its yes/no token probabilities read out as p).
 ``jev``, ``jev:openrouter`` or ``jev:<base URL>``: Jev over HTTP (TypeSafe by default, honouring
 TYPESAFE_BASE_URL; any Jev-compatible server, ``soma serve`` included). Its 2,048-token input limit is
@@ -13,9 +14,16 @@ from __future__ import annotations
 from soma_local.errors import S1Error
 from soma_local.s2.model_files import GgufVocab, resolve_gguf
 from soma_local.s1.base import S1
+from soma_local.s1.model_folders import DEFAULT_S1_MODEL
 from soma_local.s1.state import TokenCounter
 
-DEFAULT_S1 = "classifier"
+DEFAULT_S1 = "classifier"  # the classifier in s1_models/DEFAULT_S1_MODEL
+DEFAULT_S1_HELP = f"classifier, i.e. classifier:{DEFAULT_S1_MODEL}"
+# soma serve answers states that are not reasoning (messages, logs, tickets). There minilm-statements obeys the
+# negation and text-vs-JSON rules better but the option-set rule worse beyond noise (its two-option complements
+# sum to 0.49; python -m benchmarks.serve_rules), and choice answers are built from those option statements, so
+# serve keeps minilm-reader until a statement reader is no worse on every rule.
+SERVE_DEFAULT_S1 = "classifier:minilm-reader"
 KNOWN = "classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL], none"
 
 

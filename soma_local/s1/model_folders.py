@@ -23,7 +23,9 @@ from soma_local.s1 import cues
 from soma_local.s1.adapter import LinearOverStandardised
 
 S1_MODELS_DIR = Path(__file__).resolve().parents[2] / "s1_models"
-DEFAULT_S1_MODEL = "minilm-reader"
+# The statement reader: it reads any monitor's statement (minilm-reader reads only the paper's two well) and matches
+# minilm-reader on the paper's two (gold AUROC and trace replay within noise; s1_models/README.md).
+DEFAULT_S1_MODEL = "minilm-statements"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "head.safetensors"
 CARD_FILE = "README.md"
@@ -115,7 +117,7 @@ def resolve_backbone(spec: str) -> Path:
 
 
 def resolve_s1_model(spec: str | None) -> Path:
-    """The folder of a released S1: a name in ``s1_models/`` or a path (default: the shipped S1)."""
+    """The folder of a released S1: a name in ``s1_models/`` or a path (default: ``DEFAULT_S1_MODEL``)."""
     spec = spec or DEFAULT_S1_MODEL
     path = Path(spec).expanduser()
     folder = path if path.is_dir() or "/" in spec else S1_MODELS_DIR / spec
