@@ -8,7 +8,8 @@ from soma_local.cli.args import (
     UsageError, add_adapter_argument, add_s2_arguments, add_selection_arguments, existing_file, existing_folder, fraction, nonnegative_float,
     nonnegative_int, positive_float, positive_int, s2_options, selection_from,
 )
-from soma_local.s1.factory import DEFAULT_S1, DEFAULT_S1_HELP
+from soma_local.s1.factory import DEFAULT_S1
+from soma_local.s1.model_folders import DEFAULT_S1_MODEL
 
 
 def cmd_bench_run(args) -> int:
@@ -91,7 +92,8 @@ def register(sub) -> None:
     run.add_argument("--concurrency", type=positive_int, default=1,
                      help="questions in flight at once against an S2 server (--s2 vllm:URL); their S1 scans "
                      "share forward passes")
-    run.add_argument("--s1", default=DEFAULT_S1, help=f"S1 spec for SOMA methods (default: {DEFAULT_S1_HELP})")
+    run.add_argument("--s1", default=DEFAULT_S1, help=f"S1 spec for SOMA methods; classifier is "
+                     f"classifier:{DEFAULT_S1_MODEL} (default: %(default)s)")
     run.add_argument("--s1-temperature", type=positive_float, help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
     run.add_argument("--budgets", type=positive_int, nargs="+", help="budget forcing grid (thinking tokens)")
     run.add_argument("--deer-threshold", type=fraction, default=0.95, help="DEER: answer confidence that stops thinking")
