@@ -133,8 +133,8 @@ def test_a_silent_server_times_out_and_the_scan_is_missing(tokenizer):
         s1 = adapter(url, tokenizer, timeout=0.3, retry=RetryPolicy(max_retries=1, backoff_initial=0.05))
         t0 = time.monotonic()
         assert s1.score(QUERIES) == [None, None]
-        # Two 0.3 s timeouts at least; and less than one attempt at the default 10 s timeout, however
-        # loaded the machine, so it was the 0.3 s that ended them.
+        # Two 0.3 s timeouts at least; and less than one attempt at the default 10 s timeout, so it was the
+        # 0.3 s that ended them (the bound leaves a loaded machine 15 times the time it needs).
         assert 0.6 <= time.monotonic() - t0 < 10
         assert "timed out after 0.3s (after 2 attempts)" in s1.last_error
 
