@@ -195,19 +195,20 @@ def load_bank(path: Path = STATEMENT_BANK) -> Bank:
                 Family.model_validate(entry)
             except ValidationError as exc:
                 name = entry.get("id", "?") if isinstance(entry, dict) else "?"
-                raise DataError(f"{path}: family {name} (#{n + 1}): {_fields(exc)}") from None
+                raise DataError(f"{path}: family {name} (#{n + 1}): {_fields(exc, f'family {name}: ')}") from None
     try:
         return Bank.model_validate(raw)
     except ValidationError as exc:
         raise DataError(f"{path}: not a statement bank: {_fields(exc)}") from None
 
 
-def _fields(exc: ValidationError) -> str:
-    """A validation error as 'field: message' lines (a model check's message names its own field)."""
+def _fields(exc: ValidationError, known: str = "") -> str:
+    """A validation error as 'field: message' lines (a model check's message names its own field;
+    ``known``, the family already named, is dropped from it)."""
     out = []
     for e in exc.errors():
         loc = ".".join(str(x) for x in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
+        msg = e["msg"].removeprefix("Value error, ").removeprefix(known)
         out.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(out)
 
