@@ -2,7 +2,7 @@
 # One-time setup into .venv (idempotent; rerunning is fast). Used by `make demo` and `make test`.
 #
 # llama-cpp-python ships only as source: it compiles once (about 15 minutes on 2 cores) with the
-# library alone (no tools, examples, tests or server) into a wheel cache of our own, keyed on the
+# library alone (no tools, examples, tests, server or multimodal library) into a wheel cache of our own, keyed on the
 # version and every build flag, so later installs, fresh clones included, take seconds. pip's own
 # wheel cache keys a source build on the archive alone: a machine that once built natively would
 # reinstall that wheel for a portable request, so pip never builds it here.
@@ -25,7 +25,7 @@ case $LLAMA_BUILD in
   native) ISA_ARGS="-DGGML_NATIVE=ON" ;;
   *) echo "setup: SOMA_LLAMA_BUILD must be portable or native, not '$LLAMA_BUILD'" >&2; exit 2 ;;
 esac
-LLAMA_CMAKE_ARGS="$ISA_ARGS -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF ${CMAKE_ARGS:-}"
+LLAMA_CMAKE_ARGS="$ISA_ARGS -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}"
 HASH=$( (cat pyproject.toml scripts/setup.sh; echo "${SOMA_EXTRA_MODELS:-} $LLAMA_CMAKE_ARGS") | sha256sum | cut -c1-16)
 if [[ -f $STAMP && "$(cat $STAMP)" == "$HASH" ]]; then
   exit 0

@@ -89,6 +89,9 @@ def choose_statements(bank: Bank, split: Split, rng: random.Random, per_state: i
     """``per_state`` statements from as many families (every held-out family on a test state); the
     trained ones drawn from the families in ``only`` where given (a draw for newly added families)."""
     families = list(bank.held_out) if split in ("test", "eval") else []
+    if len(families) > per_state:  # the bank of issue 31 holds 14: its draw takes a share of them per state
+        raise DataError(f"{per_state} statements per state cannot hold all {len(families)} held-out families; "
+                        "this draw was made for the 6 of the first bank (training/data/README.md, 'More variety')")
     pool = [f for f in bank.trained if only is None or f.id in only]
     if len(pool) < per_state - len(families):
         raise DataError(f"{per_state} statements per state need {per_state - len(families)} trained families; "
