@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -157,6 +158,26 @@ def s2_options(args: argparse.Namespace) -> S2Options:
 
         options = options.model_copy(update={"s2_model": str(resolve_gguf(options.s2_model))})
     return options
+
+
+# ---- servers: where they listen and who may call them ----------------------------------------------
+
+def add_server_arguments(p: argparse.ArgumentParser, *, default_port: int) -> None:
+    """What every soma server takes: address, port, an optional key, the body limit."""
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback keeps it on this machine)")
+    p.add_argument("--port", type=port, default=default_port, help="TCP port")
+    p.add_argument("--key-env", help="require Authorization: Bearer <the key in this environment variable>")
+    p.add_argument("--max-body-bytes", type=positive_int, default=1 << 20, help="request size limit (after zstd too)")
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """The key ``--key-env`` names (None: no key required); an empty variable is a mistake, not "no key"."""
+    if not args.key_env:
+        return None
+    key = os.environ.get(args.key_env)
+    if not key:
+        raise UsageError(f"--key-env {args.key_env}: that environment variable is empty")
+    return key
 
 
 # ---- checks that need more than one argument, or the input itself ------------------------------------
