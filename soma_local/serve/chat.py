@@ -26,13 +26,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable, Iterable, TypeVar
+from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from soma_local.errors import SomaError
+from soma_local.errors import PromptTooLong, SomaError
 from soma_local.serve.app import DEFAULT_MAX_BODY
 from soma_local.serve.chat_events import Transcript
 from soma_local.serve.chat_request import ChatError, check_context, check_request, read_chat_request, run_messages
@@ -86,29 +86,31 @@ _DONE = object()
 
 
 class Feed:
-    """One run's events, from its thread to the event loop, in order; an exception in the run arrives
-    as itself. ``cancel`` is the run's cancel event."""
+    """One run's events, from its thread to the event loop, in order: each event as the run's listener
+    hears it, then the result, or the exception the run raised. ``cancel`` is the run's cancel event."""
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.events: asyncio.Queue = asyncio.Queue()
         self.cancel = threading.Event()
 
-    def pump(self, run: Callable[[], Iterable[object]]) -> None:
-        """Runs on the run's thread: ``run()`` there too, so whatever it raises arrives as an event."""
-        try:
-            for event in run():
-                self.loop.call_soon_threadsafe(self.events.put_nowait, event)
-        except Exception as exc:  # noqa: BLE001 - handed to the request, which answers it
-            self.loop.call_soon_threadsafe(self.events.put_nowait, exc)
-        finally:
-            self.loop.call_soon_threadsafe(self.events.put_nowait, _DONE)
+    def push(self, item: object) -> None:
+        self.loop.call_soon_threadsafe(self.events.put_nowait, item)
 
-    async def events(self) -> AsyncIterator[object]:
-        while (event := await self.events.get()) is not _DONE:
-            if isinstance(event, Exception):
-                raise event
-            yield event
+    def pump(self, run: Callable[[Callable[[object], None]], object]) -> None:
+        """Runs on the run's thread: ``run(listener)`` is the whole run."""
+        try:
+            self.push(run(self.push))
+        except Exception as exc:  # noqa: BLE001 - handed to the request, which answers it
+            self.push(exc)
+        finally:
+            self.push(_DONE)
+
+    async def items(self) -> AsyncIterator[object]:
+        while (item := await self.events.get()) is not _DONE:
+            if isinstance(item, Exception):
+                raise item
+            yield item
 
 
 def _sse(data: str) -> bytes:
@@ -154,6 +156,13 @@ def create_chat_app(
     async def _refused(_: Request, exc: ChatError) -> JSONResponse:
         return openai_error(exc.status, exc.message, param=exc.param, code=exc.code, headers=exc.headers)
 
+    @app.exception_handler(SomaError)
+    async def _supervisor_refused(_: Request, exc: SomaError) -> JSONResponse:
+        """What the Supervisor refuses (it checks every run's arguments too) is the request's to fix."""
+        if isinstance(exc, PromptTooLong):
+            return openai_error(400, f"{exc}.", param="messages", code="context_length_exceeded")
+        return openai_error(400, f"{exc}.")
+
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
         return openai_error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
@@ -178,7 +187,7 @@ def create_chat_app(
         """The run's arguments, once every check has passed (counting the prompt's tokens off the loop)."""
         monitors = check_request(body, models=[served], monitors=supervisor.monitor_names)
         messages = run_messages(body)
-        prompt = await asyncio.to_thread(supervisor.prompt_tokens, messages=messages)
+        prompt = await asyncio.to_thread(supervisor.prompt_tokens, messages=messages, monitors=monitors)
         check_context(prompt, body.limit, supervisor.context_size)
         options = body.soma
         return dict(
@@ -204,7 +213,7 @@ def create_chat_app(
             slots.release(time.monotonic() - began)
 
         asyncio.get_running_loop().run_in_executor(
-            pool, feed.pump, lambda: supervisor.stream(**run)).add_done_callback(finished)
+            pool, feed.pump, lambda listen: supervisor.run(**run, on_event=listen)).add_done_callback(finished)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
@@ -217,15 +226,13 @@ def create_chat_app(
             include_usage=bool(body.stream_options and body.stream_options.include_usage),
             ignored_fields=body.ignored, trace=run["trace"].name if run["trace"] else None,
         )
-        events = feed.events()
+        events = feed.items()
         try:
             await unless_gone(request, start(feed, run))
             first = await unless_gone(request, events.__anext__())
         except ClientGone:
             feed.cancel.set()
             return Response(status_code=499)
-        except SomaError as exc:
-            raise ChatError(400, str(exc)) from None
         if body.stream:
             return StreamingResponse(_sse_stream(transcript, first, events, feed.cancel),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
