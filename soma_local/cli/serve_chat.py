@@ -10,7 +10,7 @@ from pathlib import Path
 
 from soma_local.cli.args import (
     UsageError, add_adapter_argument, add_s2_arguments, add_server_arguments, api_key, nonnegative_int,
-    parse_thresholds, positive_int, s2_options,
+    parse_thresholds, positive_float, positive_int, s2_options,
 )
 from soma_local.cli.run import DEFAULT_MONITORS
 from soma_local.engine.supervise import MODES
@@ -18,6 +18,7 @@ from soma_local.engine.supervise import MODES
 
 def cmd_serve_chat(args) -> int:
     from soma_local.engine.monitors import resolve_monitors
+    from soma_local.s1.factory import DEFAULT_S1
     from soma_local.serve.chat import create_chat_app
     from soma_local.supervisor import Supervisor
 
@@ -25,28 +26,25 @@ def cmd_serve_chat(args) -> int:
     options = s2_options(args)
     monitors = resolve_monitors(args.monitor or DEFAULT_MONITORS)
     thresholds = parse_thresholds(args.threshold or [], [m.name for m in monitors])
-    if args.concurrency > 1 and options.runtime == "llama_cpp":
-        raise UsageError("--concurrency: the in-process llama.cpp S2 runs one sequence at a time; "
-                         "use --s2 vllm:URL for concurrent runs")
-    supervisor = Supervisor(
-        s1=args.s1 or "classifier", monitors=args.monitor or DEFAULT_MONITORS, thresholds=thresholds,
-        calibration=args.calibration, mode=args.mode, adapters=args.adapters, scan_interval=args.scan_interval,
-        line_break_slack=args.line_break_slack, concurrency=args.concurrency,
-        **options.model_dump(exclude_none=True),
-    )
     if args.trace_dir is not None:
         try:
             args.trace_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"--trace-dir {args.trace_dir}: cannot be made ({exc.strerror})") from None
-    app = create_chat_app(supervisor, model=args.served_model_name, api_key=key, max_body_bytes=args.max_body_bytes,
-                          max_queue=args.max_queue, trace_dir=args.trace_dir)
-    print(f"soma serve-chat: {args.served_model_name or supervisor.s2_name} (S1 {supervisor.s1_name}, monitors "
-          f"{', '.join(supervisor.monitor_names)}) on http://{args.host}:{args.port}/v1/chat/completions"
-          + (" (key required)" if key else " (no key)"), file=sys.stderr)
-    import uvicorn
+    with Supervisor(
+        s1=args.s1 or DEFAULT_S1, monitors=args.monitor or DEFAULT_MONITORS, thresholds=thresholds,
+        calibration=args.calibration, mode=args.mode, adapters=args.adapters, scan_interval=args.scan_interval,
+        line_break_slack=args.line_break_slack, concurrency=args.concurrency, s1_temperature=args.s1_temperature,
+        **options.model_dump(exclude_none=True),
+    ) as supervisor:
+        app = create_chat_app(supervisor, model=args.served_model_name, api_key=key,
+                              max_body_bytes=args.max_body_bytes, max_queue=args.max_queue, trace_dir=args.trace_dir)
+        print(f"soma serve-chat: {args.served_model_name or supervisor.s2_name} (S1 {supervisor.s1_name}, monitors "
+              f"{', '.join(supervisor.monitor_names)}) on http://{args.host}:{args.port}/v1/chat/completions"
+              + (" (key required)" if key else " (no key)"), file=sys.stderr)
+        import uvicorn
 
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
@@ -56,6 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(/v1/chat/completions, /v1/models): thinking streams as reasoning_content, the answer as "
                          "content, scans, reminders and takeovers in a 'soma' field. See docs/chat-endpoint.md.")
     srv.add_argument("--s1", help="S1 spec (default: classifier; see soma run --help)")
+    srv.add_argument("--s1-temperature", type=positive_float,
+                     help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
     add_adapter_argument(srv)
     srv.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: "
                      + " and ".join(DEFAULT_MONITORS) + "); a request may choose among these")

@@ -68,6 +68,8 @@ def read_chat_request(body: bytes) -> ChatRequest:
                         code="invalid_json") from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, a constant, too deep
         raise ChatError(400, f"The body is not valid JSON: {exc}.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ChatError(400, f"The body must be a JSON object (a chat completion request), not {type(data).__name__}.")
     found = _lone_surrogates(data, "")
     if found is not None:
         raise ChatError(400, f"{found or 'body'} holds a lone UTF-16 surrogate, which is not text.", param=found or None)

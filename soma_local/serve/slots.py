@@ -22,7 +22,7 @@ DECAY = 0.8  # weight of the previous mean run time in the running estimate
 
 class QueueFull(Exception):
     def __init__(self, waiting: int, retry_after: int):
-        super().__init__(f"{waiting} requests are already waiting for S2")
+        super().__init__(f"S2 is busy and its queue is full ({waiting} waiting)")
         self.waiting, self.retry_after = waiting, retry_after
 
 
