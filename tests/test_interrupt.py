@@ -58,11 +58,11 @@ def test_ctrl_c_in_soma_run_prints_one_clean_line_and_exits_130(tmp_path, monkey
     real = view.LiveView.on_piece
     count = []
 
-    def on_piece(self, data):
+    def on_piece(self, piece):
         count.append(1)
         if len(count) == 20:
             raise KeyboardInterrupt
-        real(self, data)
+        real(self, piece)
 
     monkeypatch.setattr(view.LiveView, "on_piece", on_piece)
     trace = tmp_path / "t.jsonl"

@@ -12,15 +12,12 @@ from soma_local.cli.args import (
     add_adapter_argument, add_s2_arguments, check_fits_context, existing_file, nonnegative_int, parse_thresholds,
     positive_float, positive_int, read_question, s2_options, writable_file,
 )
-from soma_local.cli.tune import use_adapters
 from soma_local.engine.supervise import MODES
-
-DEFAULT_MONITORS = ["overthinking", "unanswerable"]
+from soma_local.supervisor import DEFAULT_MONITORS
 
 
 def _prepare(args):
     """What is left to check once argparse has checked each argument alone, before any model loads."""
-    from soma_local.calibration.thresholds import open_calibration
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.s1.factory import check_spec
 
@@ -31,53 +28,33 @@ def _prepare(args):
     monitors = resolve_monitors(args.monitor or DEFAULT_MONITORS)
     flags = parse_thresholds(args.threshold or [], [m.name for m in monitors])
     trace = args.trace or writable_file(str(Path("runs") / f"{datetime.now():%Y%m%d-%H%M%S}.jsonl"))
-    return question, monitors, flags, trace, open_calibration(args.calibration), options
+    return question, monitors, flags, trace, options
 
 
 def cmd_run(args) -> int:
-    from soma_local.calibration.thresholds import resolve_thresholds
     from soma_local.cli.view import LiveView, json_summary
-    from soma_local.engine.pauses import PauseRule
-    from soma_local.engine.supervise import RunConfig, supervise
-    from soma_local.engine.trace import TraceWriter
-    from soma_local.s1.factory import load_s1
-    from soma_local.s2.build import build_s2
-    from soma_local.threads import default_threads
+    from soma_local.s1.factory import DEFAULT_S1
+    from soma_local.supervisor import Supervisor
 
-    question, monitors, flags, trace_path, (cal, cal_path), options = _prepare(args)
+    question, monitors, flags, trace_path, options = _prepare(args)
     view = LiveView(sys.stdout, sys.stderr, quiet=args.quiet)
-    threads = args.threads or default_threads()
-    options = options.model_copy(update={"threads": threads})
-    s2 = build_s2(options)
-    s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=threads, n_gpu_layers=args.n_gpu_layers,
-                 tokenizer=s2)
-    s1, adapted = use_adapters(args, s1, monitors)
-    thresholds = {} if s1 is None else resolve_thresholds(
-        monitors, flags, cal, cal_path, s1.name, s2.name, args.mode, {m.name: s1.version_for(m.statement) for m in monitors})
-    config = RunConfig.of_mode(
-        args.mode,
-        thresholds={name: t.h for name, t in thresholds.items()},
-        pause=PauseRule(args.scan_interval, args.line_break_slack),
-        max_tokens=args.max_tokens or args.n_ctx,  # default: whatever the context leaves
-        sampling=options.sampling,
-    )
-    s1_label = "none" if s1 is None else s1.name + (f" + adapters ({', '.join(adapted)})" if adapted else "")
-    view.header(question, f"S2 {s2.name} | S1 {s1_label} | threads {threads} | trace {trace_path}",
-                thresholds, f"inf (mode {args.mode})" if config.takeovers != "at_h" else None)
-    s2.prompt_progress = view.prompt_progress
-    with TraceWriter(trace_path) as trace:
+    with Supervisor(**options.model_dump(), s1=args.s1 or DEFAULT_S1, monitors=monitors, thresholds=flags,
+                    calibration=args.calibration, mode=args.mode, adapters=args.adapters,
+                    scan_interval=args.scan_interval, line_break_slack=args.line_break_slack,
+                    max_tokens=args.max_tokens or args.n_ctx,  # default: whatever the context leaves
+                    s1_temperature=args.s1_temperature, warn=view.warn, prompt_progress=view.prompt_progress) as sup:
+        adapters = f" + adapters ({', '.join(sup.adapted)})" if sup.adapted else ""
+        view.header(question, f"S2 {sup.s2_name} | S1 {sup.s1_name}{adapters} | threads {sup.threads} | trace "
+                    f"{trace_path}", sup.threshold_sources,
+                    f"inf (mode {args.mode})" if MODES[args.mode][1] != "at_h" else None)
         try:
-            result = supervise(question, s2, s1, monitors, config, trace, on_piece=view.on_piece,
-                               on_event=view.on_event)
+            run = sup.run(question, trace=trace_path, on_event=view.on_event)
         except KeyboardInterrupt:
             view.interrupted(str(trace_path))
             return 130
-    view.summary(result.end)
+    view.summary(run)
     if args.json:
-        print(json_summary(result.end, view.takeover_monitor, str(trace_path), thresholds), flush=True)
-    s2.close()
-    if s1 is not None:
-        s1.close()
+        print(json_summary(run), flush=True)
     return 0
 
 
