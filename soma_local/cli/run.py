@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 from soma_local.cli.args import (
-    add_adapter_argument, add_s2_arguments, check_fits_context, existing_file, nonnegative_int, parse_thresholds,
-    positive_float, positive_int, read_question, s2_options, writable_file,
+    add_s2_arguments, add_supervision_arguments, check_fits_context, existing_file, parse_thresholds, positive_int,
+    read_question, s2_options, supervision, writable_file,
 )
 from soma_local.engine.supervise import MODES
 from soma_local.supervisor import DEFAULT_MONITORS
@@ -33,16 +33,13 @@ def _prepare(args):
 
 def cmd_run(args) -> int:
     from soma_local.cli.view import LiveView, json_summary
-    from soma_local.s1.factory import DEFAULT_S1
     from soma_local.supervisor import Supervisor
 
     question, monitors, flags, trace_path, options = _prepare(args)
     view = LiveView(sys.stdout, sys.stderr, quiet=args.quiet)
-    with Supervisor(**options.model_dump(), s1=args.s1 or DEFAULT_S1, monitors=monitors, thresholds=flags,
-                    calibration=args.calibration, mode=args.mode, adapters=args.adapters,
-                    scan_interval=args.scan_interval, line_break_slack=args.line_break_slack,
+    with Supervisor(**options.model_dump(), **supervision(args, monitors, flags),
                     max_tokens=args.max_tokens or args.n_ctx,  # default: whatever the context leaves
-                    s1_temperature=args.s1_temperature, warn=view.warn, prompt_progress=view.prompt_progress) as sup:
+                    warn=view.warn, prompt_progress=view.prompt_progress) as sup:
         adapters = f" + adapters ({', '.join(sup.adapted)})" if sup.adapted else ""
         view.header(question, f"S2 {sup.s2_name} | S1 {sup.s1_name}{adapters} | threads {sup.threads} | trace "
                     f"{trace_path}", sup.threshold_sources,
@@ -64,23 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and the answer. Bad arguments are reported before any model loads."))
     run.add_argument("question", nargs="?", help="the question; '-' reads stdin (none at all: a demo question)")
     run.add_argument("--file", type=existing_file, help="read the question from a UTF-8 text file")
-    run.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or "
-                     "none (default: classifier)")
-    run.add_argument("--s1-temperature", type=positive_float,
-                     help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
-    add_adapter_argument(run)
-    run.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: "
-                     + " and ".join(DEFAULT_MONITORS) + ")")
-    run.add_argument("--threshold", action="append", metavar="NAME=H",
-                     help="takeover threshold h for one monitor, repeatable (default: calibration file, else the monitor's)")
-    run.add_argument("--calibration", help="calibration file for h when no --threshold (default: "
-                     "$SOMA_CALIBRATION or calibration/thresholds.json)")
-    run.add_argument("--mode", default="soma", choices=list(MODES),
-                     help="soma: remind, then take over at h; remind_only: never take over; no_reminder: take over "
-                     "without reminding; readout*: never take over, every possible takeover on a side branch; scan_only: "
-                     "scans and records p, never reminds or takes over")
-    run.add_argument("--scan-interval", type=positive_int, default=256, help="thinking tokens between scans (X)")
-    run.add_argument("--line-break-slack", type=nonnegative_int, default=128, help="max tokens to the next line break")
+    add_supervision_arguments(run)
     run.add_argument("--max-tokens", type=positive_int,
                      help="generation limit (default: whatever --n-ctx leaves after the prompt)")
     add_s2_arguments(run)

@@ -9,16 +9,14 @@ import sys
 from pathlib import Path
 
 from soma_local.cli.args import (
-    UsageError, add_adapter_argument, add_s2_arguments, add_server_arguments, api_key, nonnegative_int,
-    parse_thresholds, positive_float, positive_int, s2_options,
+    UsageError, add_s2_arguments, add_server_arguments, add_supervision_arguments, api_key, nonnegative_int,
+    parse_thresholds, positive_int, s2_options, supervision,
 )
-from soma_local.cli.run import DEFAULT_MONITORS
-from soma_local.engine.supervise import MODES
+from soma_local.supervisor import DEFAULT_MONITORS
 
 
 def cmd_serve_chat(args) -> int:
     from soma_local.engine.monitors import resolve_monitors
-    from soma_local.s1.factory import DEFAULT_S1
     from soma_local.serve.chat import create_chat_app
     from soma_local.supervisor import Supervisor
 
@@ -31,14 +29,11 @@ def cmd_serve_chat(args) -> int:
             args.trace_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"--trace-dir {args.trace_dir}: cannot be made ({exc.strerror})") from None
-    with Supervisor(
-        s1=args.s1 or DEFAULT_S1, monitors=args.monitor or DEFAULT_MONITORS, thresholds=thresholds,
-        calibration=args.calibration, mode=args.mode, adapters=args.adapters, scan_interval=args.scan_interval,
-        line_break_slack=args.line_break_slack, concurrency=args.concurrency, s1_temperature=args.s1_temperature,
-        **options.model_dump(exclude_none=True),
-    ) as supervisor:
+    with Supervisor(**options.model_dump(), **supervision(args, monitors, thresholds),
+                    concurrency=args.concurrency) as supervisor:
         app = create_chat_app(supervisor, model=args.served_model_name, api_key=key,
-                              max_body_bytes=args.max_body_bytes, max_queue=args.max_queue, trace_dir=args.trace_dir)
+                              max_body_bytes=args.max_body_bytes, max_queue=args.max_queue, concurrency=args.concurrency,
+                              trace_dir=args.trace_dir)
         print(f"soma serve-chat: {args.served_model_name or supervisor.s2_name} (S1 {supervisor.s1_name}, monitors "
               f"{', '.join(supervisor.monitor_names)}) on http://{args.host}:{args.port}/v1/chat/completions"
               + (" (key required)" if key else " (no key)"), file=sys.stderr)
@@ -53,20 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          description="Serve S2, supervised by S1's monitors, as an OpenAI-compatible chat endpoint "
                          "(/v1/chat/completions, /v1/models): thinking streams as reasoning_content, the answer as "
                          "content, scans, reminders and takeovers in a 'soma' field. See docs/chat-endpoint.md.")
-    srv.add_argument("--s1", help="S1 spec (default: classifier; see soma run --help)")
-    srv.add_argument("--s1-temperature", type=positive_float,
-                     help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
-    add_adapter_argument(srv)
-    srv.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: "
-                     + " and ".join(DEFAULT_MONITORS) + "); a request may choose among these")
-    srv.add_argument("--threshold", action="append", metavar="NAME=H",
-                     help="takeover threshold h for one monitor, repeatable (default: calibration file, else the monitor's)")
-    srv.add_argument("--calibration", help="calibration file for h when no --threshold (default: "
-                     "$SOMA_CALIBRATION or calibration/thresholds.json)")
-    srv.add_argument("--mode", default="soma", choices=list(MODES), help="the runs' mode unless a request sets one "
-                     "(see soma run --help)")
-    srv.add_argument("--scan-interval", type=positive_int, default=256, help="thinking tokens between scans (X)")
-    srv.add_argument("--line-break-slack", type=nonnegative_int, default=128, help="max tokens to the next line break")
+    add_supervision_arguments(srv, served=True)
     add_s2_arguments(srv)
     srv.add_argument("--concurrency", type=positive_int, default=1,
                      help="runs at once (vllm only: the in-process llama.cpp S2 runs one at a time)")
