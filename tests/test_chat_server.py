@@ -189,21 +189,22 @@ def test_concurrent_clients_are_all_answered_in_turn(client, server):
 
 
 def _stream_until_first_reasoning(http: httpx.Client, url: str, body: dict):
-    """Open a streaming request and read until S2 has written something (its run holds S2 now)."""
+    """Open a streaming request and read until S2 has written something (its run holds S2 now). The line
+    iterator is returned with the response and must be kept: dropping it closes the connection."""
     response = http.send(http.build_request("POST", f"{url}/v1/chat/completions", json=body), stream=True)
     assert response.status_code == 200
     lines = response.iter_lines()
     for line in lines:
         if line.startswith("data: ") and "reasoning_content" in line:
-            return response
+            return response, lines
     raise AssertionError("the stream ended before any reasoning")
 
 
 def test_a_full_queue_answers_429_and_a_disconnect_stops_generation(supervisor, server, tmp_path):
     with Running(create_chat_app(supervisor, max_queue=0, trace_dir=tmp_path)) as busy, \
             httpx.Client(timeout=120) as http:
-        long = {"messages": ask(LOOPING_QUESTION), "max_tokens": 1500, "stream": True}
-        response = _stream_until_first_reasoning(http, busy.url, long)
+        long = {"messages": ask(LOOPING_QUESTION), "max_tokens": 1500, "seed": 0, "stream": True}  # loops long
+        response, _lines = _stream_until_first_reasoning(http, busy.url, long)
         rid = response.headers[REQUEST_ID_HEADER]
         refused = http.post(f"{busy.url}/v1/chat/completions", json={"messages": ask(), "max_tokens": 4})
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
@@ -221,7 +222,7 @@ def test_a_whole_completion_whose_client_leaves_is_cancelled_too(server):
     with httpx.Client(timeout=httpx.Timeout(120, read=1.5)) as http:
         with pytest.raises(httpx.ReadTimeout):
             http.post(f"{server.url}/v1/chat/completions",
-                      json={"messages": ask(LOOPING_QUESTION), "max_tokens": 1500}, headers={"X-Test": "leave"})
+                      json={"messages": ask(LOOPING_QUESTION), "max_tokens": 1500, "seed": 0})
     # The id went with the response that never came; the newest trace is this run's.
     newest = max(server.traces.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
     end = wait_for_end(newest)
