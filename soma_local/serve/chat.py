@@ -118,10 +118,12 @@ def _sse(data: str) -> bytes:
 
 
 def _stream_error(exc: Exception) -> bytes:
-    status = 400 if isinstance(exc, SomaError) else 500
-    message = str(exc) if status == 400 else f"{type(exc).__name__} while the run was streaming"
-    kind = "invalid_request_error" if status == 400 else "server_error"
-    return _sse(ErrorBody(error=ErrorInfo(message=message, type=kind)).model_dump_json())
+    """The error event of a run that failed after its stream began (the status has gone out already)."""
+    if isinstance(exc, SomaError):
+        info = ErrorInfo(message=f"{exc}.", type="invalid_request_error")
+    else:
+        info = ErrorInfo(message=f"{type(exc).__name__} while the run was streaming", type="server_error")
+    return _sse(ErrorBody(error=info).model_dump_json())
 
 
 def create_chat_app(
