@@ -1,6 +1,6 @@
 """Bad bodies against ``soma serve-chat`` (real models, real sockets): each gets a 4xx in OpenAI's error shape
 whose message names the problem, never a 5xx, and the server keeps serving. Then a seeded random fuzz of
-mutated bodies (``SOMA_FUZZ_SEED``, default 13; ``SOMA_CHAT_FUZZ_BODIES``, default 80): every answer is a
+mutated bodies (``SOMA_FUZZ_SEED``, default 13; ``SOMA_CHAT_FUZZ_BODIES``, default 40): every answer is a
 200 or a 4xx in that shape."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from soma_local.serve.chat import REQUEST_ID_HEADER, create_chat_app
 from soma_local.supervisor import Supervisor
 
 KEY = "chat-fuzz-key"
-BODIES = int(os.environ.get("SOMA_CHAT_FUZZ_BODIES", "80"))
+BODIES = int(os.environ.get("SOMA_CHAT_FUZZ_BODIES", "40"))
 SEED = int(os.environ.get("SOMA_FUZZ_SEED", "13"))
 GOOD = {"messages": [{"role": "user", "content": "What is 2 + 2?"}], "max_tokens": 2, "max_completion_tokens": 2}
 

@@ -113,12 +113,12 @@ def test_a_stream_sends_reasoning_then_content_then_usage(client, server):
     assert kinds == sorted(kinds, reverse=True)
 
 
-def test_a_looping_run_streams_its_reminder_and_takeover(client, server):
+def test_a_looping_run_streams_its_reminder_marked_in_the_reasoning(client, server):
     """SmolLM2 loops on the bakery problem; the looping monitor reminds it (at about 800 thinking tokens on
-    a 2-core EPYC) and, with a low h, takes over at the next confident scan."""
+    a 2-core EPYC, where it then concludes)."""
     stream = client.chat.completions.create(
-        model=server.model, messages=ask(LOOPING_QUESTION), max_tokens=1500, seed=0, stream=True,
-        extra_body={"soma": {"monitors": ["looping"], "thresholds": {"looping": 0.05}}})
+        model=server.model, messages=ask(LOOPING_QUESTION), max_tokens=1200, seed=0, stream=True,
+        extra_body={"soma": {"monitors": ["looping"]}})
     chunks = list(stream)
     records = [c.model_extra["soma"] for c in chunks if c.model_extra.get("soma")]
     reminders = [r for r in records if r["type"] == "reminder"]
@@ -129,19 +129,28 @@ def test_a_looping_run_streams_its_reminder_and_takeover(client, server):
     scans = [r for r in records if r["type"] == "scan"]
     assert scans and set(scans[0]["monitors"]) == {"looping"}
     summary = records[-1]
-    start, end = trace_of(server, summary["trace"])
-    assert start.thresholds == {"looping": 0.05}
+    _, end = trace_of(server, summary["trace"])
     assert summary["type"] == "summary" and summary["reminders"] == len(reminders) == end.reminders
     # The reasoning is S2's own thinking with the reminder paragraph where it went in.
     assert reasoning.replace(reminders[0]["text"], "", 1).startswith(end.thinking[:300])
     assert content == end.answer
-    if end.stop == "takeover":
-        took = summary["takeover"]
-        assert took["monitor"] == "looping" and 0 < took["thinking_tokens"] <= end.tokens.thinking
-        assert [r["type"] for r in records].count("takeover") == 1
-        assert chunks[-1].choices[0].finish_reason == "stop" and content.startswith("**Final Answer**")
-    else:  # no confident scan after the reminder on this machine's arithmetic: nothing to take over
-        assert summary["takeover"] is None
+
+
+def test_a_takeover_says_which_monitor_and_where(client, server):
+    """Without a reminder first (no_reminder) and a low h, the looping monitor takes over at its first
+    confident scan; the answer starts with the monitor's prefill."""
+    response = client.chat.completions.create(
+        model=server.model, messages=ask(LOOPING_QUESTION), max_tokens=1200, seed=0,
+        extra_body={"soma": {"monitors": ["looping"], "thresholds": {"looping": 0.05}, "mode": "no_reminder"}})
+    summary, message = response.model_extra["soma"], response.choices[0].message
+    start, end = trace_of(server, summary["trace"])
+    assert start.thresholds == {"looping": 0.05} and summary["mode"] == "no_reminder"
+    assert end.stop == "takeover" and summary["stop"] == "takeover", "SmolLM2 did not loop here"
+    took = summary["takeover"]
+    assert took["monitor"] == "looping" and took["thinking_tokens"] == end.tokens.thinking
+    assert response.choices[0].finish_reason == "stop" and message.content.startswith("**Final Answer**")
+    assert "I keep repeating myself" in message.model_extra["reasoning_content"]  # the conclusion S2 read
+    assert response.usage.completion_tokens == end.tokens.thinking + end.tokens.answer
 
 
 def test_a_conversation_is_answered_with_its_last_user_message_as_the_task(client, server):
