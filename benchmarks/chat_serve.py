@@ -22,10 +22,9 @@ from dataclasses import dataclass
 
 import openai
 
-from soma_local.engine.events import Piece
 from soma_local.serve.app import Running
 from soma_local.serve.chat import create_chat_app
-from soma_local.supervisor import Supervisor
+from soma_local.supervisor import Piece, Supervisor
 
 QUESTION = ("A train leaves at 9:40 and arrives at 13:15 after two stops of 12 minutes each. How long was it "
             "moving? Show all the steps.")

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from soma_local.engine.events import Piece
-from soma_local.engine.trace import Reminder, RunEnd, RunStart, Takeover
 from soma_local.s2.formats import ThinkingFormat
 from soma_local.serve.chat_wire import (
     AssistantMessage, ChatCompletion, ChatCompletionChunk, Choice, ChunkChoice, Delta, InsertedTokens,
     ReasoningTokens, RunSummary, TakeoverAt, Usage,
 )
+from soma_local.supervisor import Piece, Reminder, RunEnd, RunStart, Takeover
 
 CLOSE = ThinkingFormat("prompted").close  # every thinking format closes with the same tag
 # soma's stops that are not a finished answer; every other stop (an answer, a takeover's answer, thinking
