@@ -53,6 +53,23 @@ def test_a_cancelled_waiter_leaves_the_queue_and_a_granted_one_passes_the_slot_o
     asyncio.run(scenario())
 
 
+def test_an_http_s2_runs_concurrency_at_once():
+    async def scenario() -> None:
+        slots = Slots(concurrency=2, max_queue=1)
+        await slots.acquire()
+        await slots.acquire()  # a second run beside the first (vLLM)
+        third = asyncio.create_task(slots.acquire())
+        await asyncio.sleep(0)
+        assert slots.running == 2 and slots.waiting == 1 and not third.done()
+        with pytest.raises(QueueFull):
+            await slots.acquire()
+        slots.release()
+        await third
+        assert slots.running == 2 and slots.waiting == 0
+
+    asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("stop,generated,limit,expected", [
     ("answer", 40, 64, "stop"),
     ("answer", 64, 64, "length"),  # the answer used every token asked for
