@@ -13,6 +13,7 @@ import pytest
 from soma_local.bench.results import read_results
 from soma_local.bench.runner import HarnessSpec, run_bench
 from soma_local.errors import DataError
+from waiting import wait_for
 
 
 def _approx_floats(value):
@@ -138,7 +139,6 @@ def test_a_killed_concurrent_run_resumes_with_nothing_lost_or_twice(vllm_url, da
     import signal
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
     from soma_local.bench.datasets import get_benchmark, load_items
@@ -152,10 +152,8 @@ def test_a_killed_concurrent_run_resumes_with_nothing_lost_or_twice(vllm_url, da
     path = tmp_path / "smollm2-135m" / "gsm8k" / "vanilla.jsonl"
     lines = lambda: path.read_bytes().splitlines(keepends=True) if path.exists() else []  # noqa: E731
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 400
-    while not lines() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be killed"
+    wait_for(lines, "a first result to kill the run after", timeout=600,
+             unless=lambda: proc.poll() is not None and "the run ended before it could be killed")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = lines()

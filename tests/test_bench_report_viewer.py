@@ -18,6 +18,7 @@ from soma_local.engine.trace import TokenCounts
 from soma_local.bench.methods.base import Outcome
 
 from conftest import ScriptedS1
+from waiting import DEADLINE
 
 # A close tag the model never writes keeps it thinking, so there are scans to plot.
 NEVER_CLOSES = ThinkingFormat("prompted", close="</never-closes>")
@@ -87,7 +88,7 @@ def test_viewer_renders_reminders_and_scan_plot_in_headless_chromium(s2, tmp_pat
     f.close()
     html = write_viewer(path, "q1", tmp_path / "v.html", h=1.0)
     run = lambda *a: subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", *a, html.as_uri()],
-                                    capture_output=True, timeout=120)
+                                    capture_output=True, timeout=DEADLINE)  # a loaded machine starts a browser slowly
     dom = run("--dump-dom").stdout.decode()
     assert '<mark class="reminder"' in dom and monitor.reminder in dom
     assert dom.count('class="p"') == dom.count('class="S"') >= 2  # p and S for every scan

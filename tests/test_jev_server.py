@@ -155,6 +155,6 @@ def test_auth_off_accepts_the_header_sdks_always_send(server):
 
 
 def test_a_full_queue_answers_529_with_retry_after(s1):
-    with Running(create_app(s1, max_pending=0)) as srv, httpx.Client(base_url=srv.url) as client:
+    with Running(create_app(s1, max_pending=0)) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         r = ask(client, {"q": NOUL})
     assert r.status_code == 529 and r.headers["retry-after"] == "1" and r.json()["detail"]["error_type"] == "overloaded_error"

@@ -4,7 +4,7 @@ the export read by ``soma tune``, and the adapter it saves picked up by the next
 import json
 import re
 import shutil
-import time
+from pathlib import Path
 
 import pytest
 
@@ -18,12 +18,32 @@ from soma_local.bench.viewer import write_viewer
 from soma_local.s1.adapter import read_adapter_file
 from conftest import ScriptedS1
 from toy_runtime import ToyS2
+from waiting import wait_for
 
 # A scripted S2 (tests/toy_runtime.py): what is under test is the viewer and soma tune, so the run's text
 # must not depend on a model's sampling history; the S1 that tune sharpens is the real default one.
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
 SCRIPT = [word.encode() for n in PRIMES
           for word in re.findall(r"\S+\s*", f"{n} is prime: no number from 2 to {n - 1} divides it.\n")] * 4
+
+
+def finished_download(folder: Path, pattern: str, count: int) -> tuple[Path, list[dict]] | None:
+    """The downloaded JSONL file and its records once the download is complete, else None.
+
+    Chromium writes a download under a ``.crdownload`` name and renames it when done, and the file can
+    still be short (or end mid-line) for a moment after its name appears; under load that moment is
+    long. Complete means: no partial file is left and the file parses to the ``count`` records expected.
+    """
+    if any(folder.glob("*.crdownload")):
+        return None
+    found = sorted(folder.glob(pattern))
+    if not found:
+        return None
+    try:
+        records = [json.loads(line) for line in found[0].read_text().splitlines()]
+    except json.JSONDecodeError:  # the last line is still being written
+        return None
+    return (found[0], records) if len(records) == count else None
 
 
 @pytest.fixture
@@ -70,21 +90,15 @@ def test_scans_labelled_in_the_viewer_become_an_adapter(browser, tmp_path):
     assert browser.find_element(By.ID, "label-count").text == "24 scan(s) labelled for looping"
     assert rows[0].get_attribute("class") == "not" and rows[-1].get_attribute("class") == "holds"
     browser.find_element(By.ID, "export-labels").click()
-    for _ in range(100):
-        exported = list(downloads.glob("*.labels.jsonl"))
-        if exported:
-            break
-        time.sleep(0.1)
-    assert exported, "the export downloaded no file"
-
-    lines = [json.loads(line) for line in exported[0].read_text().splitlines()]
-    assert len(lines) == 24 and [x["p"] for x in lines] == [0] * 12 + [1] * 12
+    exported, lines = wait_for(lambda: finished_download(downloads, "*.labels.jsonl", 24),
+                               "a complete download of the 24 exported labels")
+    assert [x["p"] for x in lines] == [0] * 12 + [1] * 12
     scans = [json.loads(line) for line in trace_path.read_text().splitlines() if '"type": "scan"' in line
              or '"type":"scan"' in line]
     assert lines[5]["reasoning"] == result.thinking[: scans[5]["thinking_chars"]]
     assert {x["statement"] for x in lines} == {monitors[0].statement}
 
-    assert main(["tune", str(monitor_file), "--labels", str(exported[0])]) == 0
+    assert main(["tune", str(monitor_file), "--labels", str(exported)]) == 0
     (adapter,) = read_adapter_file(tmp_path / "looping.adapters.json").adapters
     assert adapter.report.n_fit + adapter.report.n_held == 24
     from soma_local.s1.factory import load_s1

@@ -59,7 +59,7 @@ class Selection(BaseModel):
 
     ``confidence`` is the one-sided level of each bound: at 0.9 a gain's lower bound is the 10th percentile
     of its resampled gains. ``benchmarks/calibration_splits.py`` measures what a level does on new questions
-    (README, "Calibrating h").
+    (docs/calibration.md).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

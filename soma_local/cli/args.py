@@ -32,7 +32,7 @@ DEMO_QUESTION = (
     "than on Monday. How much money did the bakery make over the two days? Check your work."
 )
 THREADS_HELP = ("CPU threads for S2 and S1 (default: half the usable cores, at least 1; all cores make "
-                "llama.cpp's spinning threads stall whenever anything else runs, see README)")
+                "llama.cpp's spinning threads stall whenever anything else runs, see docs/threads.md)")
 
 
 class UsageError(SomaError):

@@ -57,6 +57,16 @@ def extra_buffer_types_allowed() -> bool:
     return " amx_tile" not in flags
 
 
+def build_info() -> str:
+    """The instruction sets this llama.cpp build was compiled for ("AVX AVX2 F16C FMA ..."): what decides
+    whether two machines write the same text for a seed (``scripts/setup.sh``, ``SOMA_LLAMA_BUILD``)."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    names = [part.split("=")[0].strip() for part in info.replace("CPU :", "|").split("|") if part.strip().endswith("= 1")]
+    return " ".join(names) or info.strip()
+
+
 @contextmanager
 def _model_params(use_extra_bufts: bool) -> Iterator[None]:
     """llama-cpp-python's ``Llama`` takes no ``use_extra_bufts`` argument; it starts from
