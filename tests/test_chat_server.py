@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +19,7 @@ from soma_local.engine.trace import RunEnd, RunStart, read_trace
 from soma_local.serve.app import Running
 from soma_local.serve.chat import REQUEST_ID_HEADER, create_chat_app
 from soma_local.supervisor import Supervisor
+from waiting import wait_for
 
 QUESTION = "A shop sells pens at $2 each. Tom buys 7 pens and pays with a $20 bill. How much change does he get?"
 # SmolLM2 on the bakery problem of the demo loops ("It took 23 days ...") within about 1,000 tokens.
@@ -58,16 +58,16 @@ def trace_of(server, name: str) -> tuple[RunStart, RunEnd]:
     return records[0], records[-1]
 
 
-def wait_for_end(path: Path, timeout: float = 120) -> RunEnd:
+def wait_for_end(path: Path) -> RunEnd:
     """The run_end of a trace still being written (a cancelled run ends within a few tokens)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.is_file():
-            records = list(read_trace(path))
-            if records and isinstance(records[-1], RunEnd):
-                return records[-1]
-        time.sleep(0.05)
-    raise AssertionError(f"{path} has no run_end after {timeout} s")
+    def ended() -> RunEnd | None:
+        try:
+            records = list(read_trace(path)) if path.is_file() else []
+        except ValueError:  # a line half written
+            return None
+        return records[-1] if records and isinstance(records[-1], RunEnd) else None
+
+    return wait_for(ended, f"run_end in {path}")
 
 
 def test_the_model_list_names_the_served_model(client, server):
