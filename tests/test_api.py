@@ -25,17 +25,9 @@ SETTINGS = dict(scan_interval=32, line_break_slack=8, max_tokens=160, threads=2)
 
 
 @pytest.fixture(scope="module")
-def classifier():
-    from soma_local.s1.factory import load_s1
-
-    s1 = load_s1(None, n_threads=2)
-    yield s1
-    s1.close()
-
-
-@pytest.fixture(scope="module")
-def sup(classifier):
-    with Supervisor("smollm2-135m", s1=classifier, monitors=["looping"], **SETTINGS) as sup:
+def sup():
+    """The embedded S2 under the default S1 (with looping's adapter), loaded once for the module."""
+    with Supervisor("smollm2-135m", monitors=["looping"], **SETTINGS) as sup:
         yield sup
 
 
@@ -219,19 +211,37 @@ def test_a_long_conversation_is_cut_for_s1_keeping_its_last_message(monkeypatch)
     assert task.startswith("Task: User: Turn 0: ") and "tokens of the task left out" in task and task.endswith(last)
 
 
-def test_runs_from_many_threads_take_turns_on_one_in_process_s2(monkeypatch):
-    _toy(monkeypatch, [b"Some thought.", b"\n"] * 30)
+def _runs_from_threads(sup, n):
+    results = [None] * n
+
+    def work(i):
+        results[i] = sup.run("Q")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_runs_from_many_threads_each_have_an_s2_session_of_their_own(monkeypatch, concurrent):
+    """In-process S2 (one sequence): runs take turns. An HTTP S2 (``concurrent``): ``concurrency`` sessions,
+    runs in flight at once, their scans through one batched S1."""
+    built = []
+
+    def build(options, target):
+        built.append(ToyS2([b"Some thought.", b"\n"] * 30))
+        return built[-1]
+
+    monkeypatch.setitem(RUNTIMES, "toy", Runtime(build=build, targets=lambda rest: [], concurrent=concurrent))
     with Supervisor(s2="toy", s1=ScriptedS1([0.1]), monitors=["overthinking"], scan_interval=4, line_break_slack=0,
-                    max_tokens=30) as sup:
+                    max_tokens=30, concurrency=3 if concurrent else 1) as sup:
         alone = sup.run("Q")
-        results = [None] * 4
-
-        def work(i):
-            results[i] = sup.run("Q")
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert all(r.output == alone.output and r.tokens == alone.tokens for r in results), "no run saw another's tokens"
+        results = _runs_from_threads(sup, 6)
+    assert len(built) == (3 if concurrent else 1) and sup.concurrency == len(built)
+    with pytest.raises(SomaError, match="closed"):
+        sup.run("Q")
+    assert all(r.output == alone.output and r.tokens == alone.tokens and len(r.scans) == len(alone.scans) >= 5
+               for r in results), "no run saw another's tokens"

@@ -23,12 +23,12 @@ GUIDE = (
 )
 
 
-def stated_answer(end: SupervisedRun) -> tuple[str | None, str | None]:
+def stated_answer(run: SupervisedRun) -> tuple[str | None, str | None]:
     """The final answer S2 stated and where: in its answer section, else (small models often answer
     inside their thinking and then stop) in its thinking. (None, None) when it stated none."""
     from soma_local.calibration.scoring import extract_answer
 
-    for where, text in (("answer", end.answer), ("thinking", end.thinking)):
+    for where, text in (("answer", run.answer), ("thinking", run.thinking)):
         found = extract_answer(text)
         if found:
             return found, where
@@ -148,24 +148,24 @@ class LiveView:
             self._line_start = False
 
     # ---- after the run ------------------------------------------------------------------------
-    def summary(self, end: SupervisedRun) -> None:
+    def summary(self, run: SupervisedRun) -> None:
         if self.quiet:
-            self._print(end.answer.strip() or "(no answer)")
+            self._print(run.answer.strip() or "(no answer)")
             return
         if not self._answering:  # the limit came first: no answer section
             self._end_line()
             self._print(self.style("answer: (none: the token limit came before the answer)", "1"))
         self._end_line()
-        value, where = stated_answer(end)
+        value, where = stated_answer(run)
         if value is not None:
             note = "" if where == "answer" else " (stated in its thinking)"
             self._print(self.style(f"final answer: {value}{note}", "1"))
-        t, tm = end.tokens, end.timings
+        t, tm = run.tokens, run.timings
         share = lambda x: f"{100 * x / tm.wall:.0f}%" if tm.wall > 0 else "-"  # noqa: E731
         self._print(self.style(
-            f"stop={end.stop} | tokens: thinking {t.thinking}, answer {t.answer}, inserted {t.inserted}, "
-            f"probe {t.probe} | scans {len(end.scans)} (failed {end.failed_scans}), reminders {len(end.reminders)}, "
-            f"takeover {end.takeover is not None} | time {tm.wall:.1f}s: S2 "
+            f"stop={run.stop} | tokens: thinking {t.thinking}, answer {t.answer}, inserted {t.inserted}, "
+            f"probe {t.probe} | scans {len(run.scans)} (failed {run.failed_scans}), reminders {len(run.reminders)}, "
+            f"takeover {run.takeover is not None} | time {tm.wall:.1f}s: S2 "
             f"{share(tm.s2_decode + tm.s2_prefill)}, S1 {share(tm.s1)}, loop {share(tm.loop)} | "
             f"decode {t.thinking + t.answer + t.probe} tok in {tm.s2_decode:.1f}s", "1"))
 

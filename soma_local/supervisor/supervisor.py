@@ -103,7 +103,7 @@ class Supervisor:
         self.monitors = _monitors(monitors)
         self._flags = check_thresholds(thresholds or {}, self.monitor_names)
         self._cal, self._cal_path = open_calibration(str(calibration) if calibration else None)
-        self.mode, self.max_tokens = mode, max_tokens
+        self.mode, self.max_tokens, self.concurrency = mode, max_tokens, concurrency
         self._pause = PauseRule(scan_interval, line_break_slack)
         self.threads = options.threads or default_threads()
         self._options = options.model_copy(update={"threads": self.threads})
@@ -152,6 +152,7 @@ class Supervisor:
         """Tokens of the prompt S2 would read for this request (the chat template and the run's system text
         included), so that a request too long for ``context_size`` can be refused before it queues."""
         request = RunRequest.of(question=question, messages=messages, monitors=monitors)
+        self._check_open()
         return self._count(request.task, self._supervised(pick_monitors(request.monitors, self.monitor_names)),
                            RunConfig())
 
@@ -190,6 +191,7 @@ class Supervisor:
         return stream_events(start, cancel)
 
     def _plan(self, request: RunRequest) -> _Plan:
+        self._check_open()
         names = pick_monitors(request.monitors, self.monitor_names)
         monitors = [m for m in self.monitors if m.name in names]
         mode = request.mode or self.mode
@@ -214,8 +216,7 @@ class Supervisor:
 
     def _run(self, plan: _Plan, trace: str | Path | None, on_event: Listener | None,
              cancel: threading.Event | None) -> SupervisedRun:
-        if self._closed:
-            raise SomaError("this Supervisor is closed")
+        self._check_open()
         backend = self._free.get()  # a free S2 session; with one (llama.cpp), runs take turns here
         try:
             with TraceWriter(trace) as writer:
@@ -224,6 +225,10 @@ class Supervisor:
         finally:
             self._free.put(backend)
         return SupervisedRun.of(result, plan.sources, str(trace) if trace else None)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SomaError("this Supervisor is closed: its S2 and S1 are released")
 
     def _supervised(self, names: Sequence[str]) -> bool:
         return self._s1 is not None and bool(names)
