@@ -32,8 +32,7 @@ def cmd_serve_chat(args) -> int:
     with Supervisor(**options.model_dump(), **supervision(args, monitors, thresholds),
                     concurrency=args.concurrency) as supervisor:
         app = create_chat_app(supervisor, model=args.served_model_name, api_key=key,
-                              max_body_bytes=args.max_body_bytes, max_queue=args.max_queue, concurrency=args.concurrency,
-                              trace_dir=args.trace_dir)
+                              max_body_bytes=args.max_body_bytes, max_queue=args.max_queue, trace_dir=args.trace_dir)
         print(f"soma serve-chat: {args.served_model_name or supervisor.s2_name} (S1 {supervisor.s1_name}, monitors "
               f"{', '.join(supervisor.monitor_names)}) on http://{args.host}:{args.port}/v1/chat/completions"
               + (" (key required)" if key else " (no key)"), file=sys.stderr)

@@ -10,8 +10,8 @@ bad request is always a 4xx, and the server keeps serving.
 Its own app, not routes on ``soma serve``'s: that app answers Jev's shapes (its own ``/v1/models``, its
 error handlers), and OpenAI clients need OpenAI's. The hardening is the same code (``gates``).
 
-Serving: runs take S2 in arrival order (``slots``: ``concurrency`` at once, one on an in-process
-llama.cpp S2), at most ``max_queue`` wait, and a request past that gets 429 with
+Serving: runs take S2 in arrival order (``slots``: ``Supervisor.concurrency`` at once, one on an
+in-process llama.cpp S2), at most ``max_queue`` wait, and a request past that gets 429 with
 ``Retry-After``. Each run has its own thread (the Supervisor is thread-safe); its events reach the
 event loop through a ``Feed``. A client that disconnects sets the run's cancel event, so S2 stops within
 a few tokens instead of finishing an answer nobody reads. A request waits for its run's first event
@@ -133,16 +133,14 @@ def create_chat_app(
     api_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY,
     max_queue: int = DEFAULT_MAX_QUEUE,
-    concurrency: int = 1,
     trace_dir: Path | None = None,
 ) -> FastAPI:
     """The chat app for ``supervisor``. ``model`` is the name it serves under (default: S2's name); a
-    request naming another model gets 404, one naming none gets this one. ``concurrency``: runs at once,
-    the ``concurrency`` the Supervisor was built with (1 on llama.cpp). ``trace_dir``: one trace file
-    per request, ``<x-request-id>.jsonl``."""
+    request naming another model gets 404, one naming none gets this one. ``trace_dir``: one trace
+    file per request, ``<x-request-id>.jsonl``."""
     served = model or supervisor.s2_name
-    slots = Slots(concurrency, max_queue)
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="soma-chat")
+    slots = Slots(supervisor.concurrency, max_queue)
+    pool = ThreadPoolExecutor(max_workers=supervisor.concurrency, thread_name_prefix="soma-chat")
     live: set[threading.Event] = set()
     started = int(time.time())
 
