@@ -19,6 +19,16 @@ class WordTokenizer:
         raise NotImplementedError
 
 
+class CharTokenizer:
+    """Characters as tokens: an S1 tokenizer that can cut a task or a state anywhere, exactly."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids) -> str:
+        return "".join(map(chr, ids))
+
+
 class ScriptedS1(S1):
     """An S1 test double with a fixed probability sequence, recording every state it is shown.
 

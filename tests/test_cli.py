@@ -80,19 +80,16 @@ def test_live_view_shows_the_end_of_thinking_and_the_answer_once():
     import io
 
     from soma_local.cli.view import LiveView
-    from soma_local.engine.supervise import ThinkingClosed
-    from soma_local.engine.trace import RunEnd, Timings, TokenCounts
+    from soma_local.engine.events import Piece, ThinkingClosed
+    from soma_local.supervisor import SupervisedRun
 
     out, err = io.StringIO(), io.StringIO()
     view = LiveView(out, err)
-    for piece in (b"2 + 2 is 4.\n", b"</think>"):  # S2 closes thinking: that token ends the chunk
-        view.on_piece(piece)
-    view.on_event(ThinkingClosed("s2"))
-    for piece in (b"\n\n", b"The answer is \\boxed{4}."):
-        view.on_piece(piece)
-    view.summary(RunEnd(stop="answer", thinking="2 + 2 is 4.\n", answer="\n\nThe answer is \\boxed{4}.",
-                        output="", takeover=None, scans=0, failed_scans=0, reminders=0, tokens=TokenCounts(),
-                        timings=Timings()))
+    view.on_event(Piece("2 + 2 is 4.\n", "thinking"))  # S2's closing tag is no thinking piece...
+    view.on_event(ThinkingClosed("s2"))  # ...the view writes it here
+    for text in ("\n\n", "The answer is \\boxed{4}."):
+        view.on_event(Piece(text, "answer"))
+    view.summary(SupervisedRun(stop="answer", thinking="2 + 2 is 4.\n", answer="\n\nThe answer is \\boxed{4}."))
     text = out.getvalue()
     assert "</think>\nanswer: The answer is \\boxed{4}.\nfinal answer: 4\nstop=answer" in text
     assert text.count("\\boxed{4}") == 1 and err.getvalue() == ""

@@ -8,7 +8,7 @@ not change what the engine believes S2 is doing.
 
 from soma_local.engine.monitors import Monitor, Takeover, resolve_monitors
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt
+from soma_local.s2.formats import ChatMessage, ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.engine.trace import Reminder
@@ -41,6 +41,18 @@ def test_injected_chat_turns_in_a_question_stay_plain_text(s2):
     assert any(hostile[i : i + len(plain)] == plain for i in range(len(hostile))), "the question, token for token"
     # The whole prompt text still reads the same: only its tokenization changed.
     assert INJECTED in prompt.text and prompt.text.endswith("<|im_start|>assistant\n<think>\n")
+
+
+def test_every_message_of_a_conversation_stays_plain_text(s2):
+    fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
+    turns = lambda text: [ChatMessage("system", text), ChatMessage("user", "What is 2+2?"),  # noqa: E731
+                          ChatMessage("assistant", text), ChatMessage("user", text)]
+    benign = prompt_for(s2, turns("Say hi"), fmt=fmt, system=system_prompt(fmt, True))
+    hostile = prompt_for(s2, turns(INJECTED), fmt=fmt, system=system_prompt(fmt, True))
+    assert _control(s2, prompt_ids(s2, hostile)) == _control(s2, prompt_ids(s2, benign)), "no message added a control token"
+    assert [part for part in hostile.parts if not part[1]] == [
+        (system_prompt(fmt, True) + "\n\n" + INJECTED, False), ("What is 2+2?", False), (INJECTED, False), (INJECTED, False)]
+    assert hostile.text.endswith(f"{INJECTED}<|im_end|>\n<|im_start|>assistant\n<think>\n")
 
 
 def test_a_readout_s1_state_with_control_strings_stays_plain_text(smollm_path):

@@ -58,11 +58,11 @@ def test_ctrl_c_in_soma_run_prints_one_clean_line_and_exits_130(tmp_path, monkey
     real = view.LiveView.on_piece
     count = []
 
-    def on_piece(self, data):
+    def on_piece(self, piece):
         count.append(1)
         if len(count) == 20:
             raise KeyboardInterrupt
-        real(self, data)
+        real(self, piece)
 
     monkeypatch.setattr(view.LiveView, "on_piece", on_piece)
     trace = tmp_path / "t.jsonl"
@@ -73,3 +73,46 @@ def test_ctrl_c_in_soma_run_prints_one_clean_line_and_exits_130(tmp_path, monkey
     assert out.endswith("\n"), "the cursor is left at the start of a line"
     last = json.loads(trace.read_text().splitlines()[-1])
     assert last["type"] == "run_end" and last["stop"] == "interrupted"
+
+
+def test_soma_run_closes_s2_and_s1_on_ctrl_c_and_on_an_error(tmp_path, monkeypatch, capsys):
+    """Whatever ends a run (here Ctrl-C in the live view, then S2 failing mid-run), S2 and S1 are closed."""
+    import soma_local.cli.view as view
+    import soma_local.s1.factory
+    from soma_local.s2.build import RUNTIMES, Runtime
+    from toy_runtime import ToyS2
+
+    closed = []
+
+    class Closing(ToyS2):
+        def close(self):
+            closed.append("s2")
+
+    class ClosingS1(ScriptedS1):
+        def close(self):
+            closed.append("s1")
+
+    monkeypatch.setitem(RUNTIMES, "toy", Runtime(build=lambda o, t: Closing([b"Some thought.", b"\n"] * 40),
+                                                 targets=lambda rest: []))
+    monkeypatch.setattr(soma_local.s1.factory, "load_s1", lambda *a, **kw: ClosingS1([0.1]))
+    argv = ["run", "Q", "--s2", "toy", "--monitor", "overthinking", "--scan-interval", "8", "--max-tokens", "60",
+            "--trace", str(tmp_path / "t.jsonl")]
+
+    def ctrl_c(self, piece):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(view.LiveView, "on_piece", ctrl_c)
+    assert main(argv) == 130 and sorted(closed) == ["s1", "s2"]
+    monkeypatch.undo()
+    monkeypatch.setitem(RUNTIMES, "toy", Runtime(build=lambda o, t: Closing([b"x"]), targets=lambda rest: []))
+    monkeypatch.setattr(soma_local.s1.factory, "load_s1", lambda *a, **kw: ClosingS1([0.1]))
+
+    def broken(self, max_tokens, stop_at_newline):
+        raise RuntimeError("the S2 runtime failed")
+        yield
+
+    monkeypatch.setattr(Closing, "_sample", broken)
+    closed.clear()
+    with pytest.raises(RuntimeError, match="the S2 runtime failed"):
+        main(argv)
+    assert sorted(closed) == ["s1", "s2"]

@@ -4,7 +4,8 @@ import pytest
 
 from soma_local.errors import ModelFileError
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, render_prompt, system_prompt
+from soma_local.s2.formats import (ChatMessage, ThinkingFormat, detect_thinking, prompt_for, render_prompt, system_prompt,
+                                   with_system)
 from soma_local.s2.formats import prompt_ids as ids_of
 from soma_local.s2.llama_cpp import LlamaCppS2
 from soma_local.engine.pauses import PauseRule
@@ -26,7 +27,7 @@ def fresh(s2, seed):
 def test_prompted_thinking_is_detected_and_prefilled(s2):
     fmt = detect_thinking(s2.chat_template, s2.is_single_token("</think>"))
     assert fmt.mode == "prompted"  # SmolLM2 has no <think> token
-    text = render_prompt(s2.chat_template, model_path="m", user="hi", system=None, fmt=fmt).text
+    text = render_prompt(s2.chat_template, model_path="m", messages=[ChatMessage("user", "hi")], fmt=fmt).text
     assert text.endswith("<|im_start|>assistant\n<think>\n")
     assert detect_thinking("{{ '<think>' }}", True).mode == "native"
 
@@ -38,7 +39,8 @@ def test_prompt_for_renders_the_prompts_the_call_sites_rendered_by_hand(s2):
     prompted = ThinkingFormat("prompted")
     for fmt in (prompted, ThinkingFormat("native"), ThinkingFormat("prompted", close="</never>")):
         for system in (None, system_prompt(fmt, True), system_prompt(fmt, False, extra="Be brief.")):
-            by_hand = render_prompt(s2.chat_template, model_path=s2.name, user=QUESTION, system=system,
+            by_hand = render_prompt(s2.chat_template, model_path=s2.name,
+                                    messages=with_system(system, [ChatMessage("user", QUESTION)]),
                                     fmt=fmt, bos_token=s2.bos_token, eos_token=s2.eos_token)
             assert prompt_for(s2, QUESTION, fmt=fmt, system=system) == by_hand
     supervised = prompt_for(s2, "What is 2+2?", fmt=prompted, system=system_prompt(prompted, True))
@@ -62,7 +64,7 @@ def test_prompt_for_renders_the_prompts_the_call_sites_rendered_by_hand(s2):
 
 def test_missing_chat_template_and_missing_file_are_named():
     with pytest.raises(ModelFileError, match="no chat template"):
-        render_prompt(None, model_path="x.gguf", user="q", system=None, fmt=ThinkingFormat("prompted"))
+        render_prompt(None, model_path="x.gguf", messages=[ChatMessage("user", "q")], fmt=ThinkingFormat("prompted"))
     with pytest.raises(ModelFileError, match="not found"):
         LlamaCppS2("/nonexistent/model.gguf")
 

@@ -10,7 +10,7 @@ from soma_local.engine.pauses import PauseRule
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.engine.trace import Branch, Reminder, Scan, Takeover, TraceWriter, read_trace
 
-from conftest import ScriptedS1
+from conftest import CharTokenizer, ScriptedS1
 from toy_runtime import ToyS2
 
 QUESTION = "List the first twenty prime numbers and explain for each why it is prime."
@@ -108,19 +108,11 @@ def test_full_context_ends_the_run_as_a_limit(smollm_path):
     assert result.end.tokens.prompt + result.end.tokens.thinking <= 256
 
 
-class _Chars:
-    def encode(self, text):
-        return [ord(c) for c in text]
-
-    def decode(self, ids):
-        return "".join(map(chr, ids))
-
-
 def test_a_long_task_is_cut_for_s1_and_the_run_says_so(s2):
     """Issue 12, item 7: a task that fills S1's input no longer leaves S1 blind to the reasoning."""
     (m,) = resolve_monitors(["overthinking"])
     s1 = ScriptedS1([0.1], input_limit=2000)
-    s1._tok = _Chars()
+    s1._tok = CharTokenizer()
     task = "Background. " * 500 + QUESTION  # ~6k characters against a 2k-character S1 input
     events = []
     run_config = config(max_tokens=80, pause=PauseRule(32, 8), thresholds={m.name: m.default_threshold})

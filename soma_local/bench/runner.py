@@ -10,7 +10,6 @@ alone writes, each line whole as it finishes, so a kill loses only the runs stil
 from __future__ import annotations
 
 import queue
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -24,13 +23,12 @@ from soma_local.bench.methods.base import Harness, Method
 from soma_local.bench.results import ResultFile, ResultLine, model_label, read_results, result_path
 from soma_local.calibration.runs import Question, sample
 from soma_local.data_dir import shareable_path
-from soma_local.engine.adapters import attach_adapters
 from soma_local.engine.monitors import Monitor
 from soma_local.errors import DataError
 from soma_local.s1.base import S1
-from soma_local.s1.batched import BatchedS1
 from soma_local.s1.factory import DEFAULT_S1
 from soma_local.s2.build import RUNTIMES, S2Options
+from soma_local.supervisor.loading import load_run_s1
 
 
 class HarnessSpec(S2Options):
@@ -63,17 +61,11 @@ class HarnessSpec(S2Options):
         return S2Options(**self.model_dump(include=set(S2Options.model_fields)))
 
     def load_s1(self, monitors: Sequence[Monitor] = (), *, batched: bool = False) -> S1 | None:
-        """The S1 the SOMA methods run, as ``soma run`` loads it: wrapped in the adapters fitted for it
-        beside ``monitors`` (unless ``adapters`` is off); ``batched``: shared by runs in flight."""
-        from soma_local.s1.factory import load_s1
-
-        s1 = load_s1(self.s1, temperature=self.s1_temperature, n_threads=self.threads, n_gpu_layers=self.n_gpu_layers)
-        if s1 is not None and batched:
-            s1 = BatchedS1(s1)
-        if self.adapters:
-            s1, _, refused = attach_adapters(s1, monitors)
-            for why in refused:
-                print(f"warning: {why}", file=sys.stderr)
+        """The S1 the SOMA methods run, loaded as ``soma run`` loads it (``supervisor.loading``): wrapped in
+        the adapters fitted for it beside ``monitors`` (unless ``adapters`` is off); ``batched``: shared by
+        runs in flight."""
+        s1, _ = load_run_s1(self.s1, monitors, temperature=self.s1_temperature, threads=self.threads,
+                            n_gpu_layers=self.n_gpu_layers, adapters=self.adapters, batched=batched)
         return s1
 
     def build(self, needs_s1: bool, *, monitors: Sequence[Monitor] = (), s1: S1 | None = None,

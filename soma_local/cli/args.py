@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -158,6 +159,63 @@ def s2_options(args: argparse.Namespace) -> S2Options:
 
         options = options.model_copy(update={"s2_model": str(resolve_gguf(options.s2_model))})
     return options
+
+
+# ---- supervision: S1, its monitors and their h, the same on every command that supervises runs --------
+
+def add_supervision_arguments(p: argparse.ArgumentParser, *, served: bool = False) -> None:
+    """How S1 supervises S2 (``soma run``, and ``soma serve-chat`` with ``served``, where these are what a
+    request may choose among and the defaults it may override)."""
+    from soma_local.engine.supervise import MODES
+    from soma_local.supervisor import DEFAULT_MONITORS
+
+    p.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or "
+                   f"none (default: {DEFAULT_S1_HELP}; classifier:minilm-reader for the S1 trained on the paper's two "
+                   "statements alone)")
+    p.add_argument("--s1-temperature", type=positive_float,
+                   help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
+    add_adapter_argument(p)
+    p.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: "
+                   + " and ".join(DEFAULT_MONITORS) + ")" + ("; a request may choose among them" if served else ""))
+    p.add_argument("--threshold", action="append", metavar="NAME=H",
+                   help="takeover threshold h for one monitor, repeatable (default: calibration file, else the monitor's)")
+    p.add_argument("--calibration", help="calibration file for h when no --threshold (default: "
+                   "$SOMA_CALIBRATION or calibration/thresholds.json)")
+    p.add_argument("--mode", default="soma", choices=list(MODES),
+                   help="soma: remind, then take over at h; remind_only: never take over; no_reminder: take over "
+                   "without reminding; readout*: never take over, every possible takeover on a side branch; scan_only: "
+                   "scans and records p, never reminds or takes over" + ("; a request may set its own" if served else ""))
+    p.add_argument("--scan-interval", type=positive_int, default=256, help="thinking tokens between scans (X)")
+    p.add_argument("--line-break-slack", type=nonnegative_int, default=128, help="max tokens to the next line break")
+
+
+def supervision(args: argparse.Namespace, monitors: list[Monitor], thresholds: dict[str, float]) -> dict:
+    """The ``Supervisor`` arguments those flags give, with the monitors and typed h already checked."""
+    from soma_local.s1.factory import DEFAULT_S1
+
+    return dict(s1=args.s1 or DEFAULT_S1, monitors=monitors, thresholds=thresholds, calibration=args.calibration,
+                mode=args.mode, adapters=args.adapters, scan_interval=args.scan_interval,
+                line_break_slack=args.line_break_slack, s1_temperature=args.s1_temperature)
+
+
+# ---- servers: where they listen and who may call them ----------------------------------------------
+
+def add_server_arguments(p: argparse.ArgumentParser, *, default_port: int) -> None:
+    """What every soma server takes: address, port, an optional key, the body limit."""
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback keeps it on this machine)")
+    p.add_argument("--port", type=port, default=default_port, help="TCP port")
+    p.add_argument("--key-env", help="require Authorization: Bearer <the key in this environment variable>")
+    p.add_argument("--max-body-bytes", type=positive_int, default=1 << 20, help="request size limit (after zstd too)")
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """The key ``--key-env`` names (None: no key required); an empty variable is a mistake, not "no key"."""
+    if not args.key_env:
+        return None
+    key = os.environ.get(args.key_env)
+    if not key:
+        raise UsageError(f"--key-env {args.key_env}: that environment variable is empty")
+    return key
 
 
 # ---- checks that need more than one argument, or the input itself ------------------------------------

@@ -12,7 +12,7 @@ from soma_local.cli.args import (
     parse_grid, positive_int, s2_options, selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
-from soma_local.cli.tune import use_adapters
+from soma_local.supervisor.loading import use_adapters
 from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import DataError, SomaError
 
@@ -53,7 +53,7 @@ def cmd_calibrate(args) -> int:
         raise SomaError("calibration needs an S1 (--s1 none given)")
     if len(backends) > 1:
         s1 = BatchedS1(s1)
-    s1, _ = use_adapters(args, s1, [monitor])
+    s1, _ = use_adapters(s1, [monitor], args.adapters)
     config = RunConfig(
         reminders=args.mode == "soma",
         takeovers="branch",

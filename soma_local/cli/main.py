@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from soma_local import __version__
-from soma_local.cli import bench, calibrate, replay, run, serve, tune
+from soma_local.cli import bench, calibrate, replay, run, serve, serve_chat, tune
 from soma_local.cli.args import Parser
 from soma_local.errors import SomaError
 
@@ -19,7 +19,7 @@ def build_parser() -> Parser:
     parser = Parser(prog="soma", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"soma {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (run, serve, calibrate, replay, tune, bench):
+    for command in (run, serve, serve_chat, calibrate, replay, tune, bench):
         command.register(sub)
     return parser
 

@@ -12,7 +12,7 @@ from soma_local.cli.args import (
     parse_grid, positive_float, selection_from,
 )
 from soma_local.cli.results import jsonable, progress, write_json
-from soma_local.cli.tune import use_adapters
+from soma_local.supervisor.loading import use_adapters
 from soma_local.data_dir import data_dir, shareable_path
 from soma_local.errors import SomaError
 
@@ -62,7 +62,7 @@ def cmd_replay(args) -> int:
               "split (--include-trained keeps them)")
     vocab = GgufVocab.from_path(resolve_gguf(args.tokenizer))
     s1 = CachedS1(s1, ScoreCache(args.cache_dir, s1.identity))  # the S1's own p: adapters apply over the cache
-    s1, _ = use_adapters(args, s1, [monitor])
+    s1, _ = use_adapters(s1, [monitor], args.adapters)
     rule = PauseRule(args.scan_interval, args.line_break_slack)
     scanned = []
     with progress(len(traces), f"replay {monitor.name} with {s1.name}") as bar:

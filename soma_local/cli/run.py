@@ -9,19 +9,15 @@ from datetime import datetime
 from pathlib import Path
 
 from soma_local.cli.args import (
-    add_adapter_argument, add_s2_arguments, check_fits_context, existing_file, nonnegative_int, parse_thresholds,
-    positive_float, positive_int, read_question, s2_options, writable_file,
+    add_s2_arguments, add_supervision_arguments, check_fits_context, existing_file, parse_thresholds, positive_int,
+    read_question, s2_options, supervision, writable_file,
 )
-from soma_local.cli.tune import use_adapters
 from soma_local.engine.supervise import MODES
-from soma_local.s1.factory import DEFAULT_S1_HELP
-
-DEFAULT_MONITORS = ["overthinking", "unanswerable"]
+from soma_local.supervisor import DEFAULT_MONITORS
 
 
 def _prepare(args):
     """What is left to check once argparse has checked each argument alone, before any model loads."""
-    from soma_local.calibration.thresholds import open_calibration
     from soma_local.engine.monitors import resolve_monitors
     from soma_local.s1.factory import check_spec
 
@@ -32,53 +28,30 @@ def _prepare(args):
     monitors = resolve_monitors(args.monitor or DEFAULT_MONITORS)
     flags = parse_thresholds(args.threshold or [], [m.name for m in monitors])
     trace = args.trace or writable_file(str(Path("runs") / f"{datetime.now():%Y%m%d-%H%M%S}.jsonl"))
-    return question, monitors, flags, trace, open_calibration(args.calibration), options
+    return question, monitors, flags, trace, options
 
 
 def cmd_run(args) -> int:
-    from soma_local.calibration.thresholds import resolve_thresholds
     from soma_local.cli.view import LiveView, json_summary
-    from soma_local.engine.pauses import PauseRule
-    from soma_local.engine.supervise import RunConfig, supervise
-    from soma_local.engine.trace import TraceWriter
-    from soma_local.s1.factory import load_s1
-    from soma_local.s2.build import build_s2
-    from soma_local.threads import default_threads
+    from soma_local.supervisor import Supervisor
 
-    question, monitors, flags, trace_path, (cal, cal_path), options = _prepare(args)
+    question, monitors, flags, trace_path, options = _prepare(args)
     view = LiveView(sys.stdout, sys.stderr, quiet=args.quiet)
-    threads = args.threads or default_threads()
-    options = options.model_copy(update={"threads": threads})
-    s2 = build_s2(options)
-    s1 = load_s1(args.s1, temperature=args.s1_temperature, n_threads=threads, n_gpu_layers=args.n_gpu_layers,
-                 tokenizer=s2)
-    s1, adapted = use_adapters(args, s1, monitors)
-    thresholds = {} if s1 is None else resolve_thresholds(
-        monitors, flags, cal, cal_path, s1.name, s2.name, args.mode, {m.name: s1.version_for(m.statement) for m in monitors})
-    config = RunConfig.of_mode(
-        args.mode,
-        thresholds={name: t.h for name, t in thresholds.items()},
-        pause=PauseRule(args.scan_interval, args.line_break_slack),
-        max_tokens=args.max_tokens or args.n_ctx,  # default: whatever the context leaves
-        sampling=options.sampling,
-    )
-    s1_label = "none" if s1 is None else s1.name + (f" + adapters ({', '.join(adapted)})" if adapted else "")
-    view.header(question, f"S2 {s2.name} | S1 {s1_label} | threads {threads} | trace {trace_path}",
-                thresholds, f"inf (mode {args.mode})" if config.takeovers != "at_h" else None)
-    s2.prompt_progress = view.prompt_progress
-    with TraceWriter(trace_path) as trace:
+    with Supervisor(**options.model_dump(), **supervision(args, monitors, flags),
+                    max_tokens=args.max_tokens or args.n_ctx,  # default: whatever the context leaves
+                    warn=view.warn, prompt_progress=view.prompt_progress) as sup:
+        adapters = f" + adapters ({', '.join(sup.adapted)})" if sup.adapted else ""
+        view.header(question, f"S2 {sup.s2_name} | S1 {sup.s1_name}{adapters} | threads {sup.threads} | trace "
+                    f"{trace_path}", sup.threshold_sources,
+                    f"inf (mode {args.mode})" if MODES[args.mode][1] != "at_h" else None)
         try:
-            result = supervise(question, s2, s1, monitors, config, trace, on_piece=view.on_piece,
-                               on_event=view.on_event)
+            run = sup.run(question, trace=trace_path, on_event=view.on_event)
         except KeyboardInterrupt:
             view.interrupted(str(trace_path))
             return 130
-    view.summary(result.end)
+    view.summary(run)
     if args.json:
-        print(json_summary(result.end, view.takeover_monitor, str(trace_path), thresholds), flush=True)
-    s2.close()
-    if s1 is not None:
-        s1.close()
+        print(json_summary(run), flush=True)
     return 0
 
 
@@ -88,24 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and the answer. Bad arguments are reported before any model loads."))
     run.add_argument("question", nargs="?", help="the question; '-' reads stdin (none at all: a demo question)")
     run.add_argument("--file", type=existing_file, help="read the question from a UTF-8 text file")
-    run.add_argument("--s1", help="S1 spec: classifier[:NAME|FOLDER], readout[:GGUF], jev[:openrouter|BASE_URL] or "
-                     f"none (default: {DEFAULT_S1_HELP}; classifier:minilm-reader for the S1 trained on the paper's two "
-                     "statements alone)")
-    run.add_argument("--s1-temperature", type=positive_float,
-                     help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
-    add_adapter_argument(run)
-    run.add_argument("--monitor", action="append", help="monitor name or .toml path, repeatable (default: "
-                     + " and ".join(DEFAULT_MONITORS) + ")")
-    run.add_argument("--threshold", action="append", metavar="NAME=H",
-                     help="takeover threshold h for one monitor, repeatable (default: calibration file, else the monitor's)")
-    run.add_argument("--calibration", help="calibration file for h when no --threshold (default: "
-                     "$SOMA_CALIBRATION or calibration/thresholds.json)")
-    run.add_argument("--mode", default="soma", choices=list(MODES),
-                     help="soma: remind, then take over at h; remind_only: never take over; no_reminder: take over "
-                     "without reminding; readout*: never take over, every possible takeover on a side branch; scan_only: "
-                     "scans and records p, never reminds or takes over")
-    run.add_argument("--scan-interval", type=positive_int, default=256, help="thinking tokens between scans (X)")
-    run.add_argument("--line-break-slack", type=nonnegative_int, default=128, help="max tokens to the next line break")
+    add_supervision_arguments(run)
     run.add_argument("--max-tokens", type=positive_int,
                      help="generation limit (default: whatever --n-ctx leaves after the prompt)")
     add_s2_arguments(run)

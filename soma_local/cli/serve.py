@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from soma_local.cli.args import THREADS_HELP, UsageError, port, positive_float, positive_int
+from soma_local.cli.args import THREADS_HELP, UsageError, add_server_arguments, api_key, positive_float, positive_int
 from soma_local.serve.answers import MAX_REQUEST_TOKENS, MAX_STATE_TOKENS, Limits
 
 
@@ -14,9 +13,7 @@ def cmd_serve(args) -> int:
     from soma_local.s1.factory import SERVE_DEFAULT_S1, load_s1
     from soma_local.serve.app import serve
 
-    key = os.environ.get(args.key_env) if args.key_env else None
-    if args.key_env and not key:
-        raise UsageError(f"--key-env {args.key_env}: that environment variable is empty")
+    key = api_key(args)
     s1 = load_s1(args.s1 or SERVE_DEFAULT_S1, temperature=args.s1_temperature, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers)
     if s1 is None:
         raise UsageError("--s1 none: there is no S1 to serve")
@@ -34,10 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "python -m benchmarks.serve_rules)")
     srv.add_argument("--s1-temperature", type=positive_float,
                      help="S1 temperature T in sigmoid(z/T) (default: the S1's own)")
-    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback keeps it on this machine)")
-    srv.add_argument("--port", type=port, default=8000, help="TCP port")
-    srv.add_argument("--key-env", help="require Authorization: Bearer <the key in this environment variable>")
-    srv.add_argument("--max-body-bytes", type=positive_int, default=1 << 20, help="request size limit (after zstd too)")
+    add_server_arguments(srv, default_port=8000)
     srv.add_argument("--max-pending", type=positive_int, default=64, help="queued requests before 529 overloaded")
     srv.add_argument("--max-state-tokens", type=positive_int, default=MAX_STATE_TOKENS,
                      help="longest state read, in the S1's tokens (413 beyond); longer than the S1 window: read in windows")

@@ -12,18 +12,6 @@ from soma_local.errors import SomaError
 from soma_local.s1.factory import DEFAULT_S1_HELP
 
 
-def use_adapters(args: argparse.Namespace, s1, monitors):
-    """The S1 with the adapters beside these monitors (unless --no-adapters); says which, and any refused."""
-    from soma_local.engine.adapters import attach_adapters
-
-    if not args.adapters:
-        return s1, []
-    s1, used, refused = attach_adapters(s1, monitors)
-    for why in refused:
-        print(f"soma: warning: {why}", file=sys.stderr)
-    return s1, used
-
-
 def _table(result) -> str:
     rows = [("S1 alone", result.without), ("S1 + adapter", result.with_adapter)]
     lines = [f"{'held-out labels':<16} {'AUROC':>7} {'ECE':>7} {'log loss':>9}"]

@@ -1,21 +1,21 @@
 """What ``soma run`` shows while a run goes: the header, S2's thinking, each scan, reminders, a
 takeover, the answer once, a summary; or, for scripts, nothing but the answer and a JSON line.
 
-The view only reads the loop's events (``supervise``'s ``on_piece`` and ``on_event``); it never
-changes what S2 or S1 do, so a quiet run and a verbose one are the same run.
+The view only reads the run's events (``Supervisor.run``'s ``on_event``); it never changes what S2 or
+S1 do, so a quiet run and a verbose one are the same run.
 """
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 import os
 from typing import Mapping, TextIO
 
 from soma_local.calibration.thresholds import ThresholdSource
-from soma_local.engine.supervise import ThinkingClosed
-from soma_local.engine.trace import Reminder, RunEnd, RunStart, Scan, Takeover
+from soma_local.engine.events import Piece, ThinkingClosed
+from soma_local.engine.trace import Reminder, RunStart, Scan, Takeover
+from soma_local.supervisor import SupervisedRun
 
 GUIDE = (
     "p: S1's probability that a monitor's statement holds now | S: evidence summed over scans "
@@ -23,12 +23,12 @@ GUIDE = (
 )
 
 
-def stated_answer(end: RunEnd) -> tuple[str | None, str | None]:
+def stated_answer(run: SupervisedRun) -> tuple[str | None, str | None]:
     """The final answer S2 stated and where: in its answer section, else (small models often answer
     inside their thinking and then stop) in its thinking. (None, None) when it stated none."""
     from soma_local.calibration.scoring import extract_answer
 
-    for where, text in (("answer", end.answer), ("thinking", end.thinking)):
+    for where, text in (("answer", run.answer), ("thinking", run.thinking)):
         found = extract_answer(text)
         if found:
             return found, where
@@ -53,19 +53,16 @@ class LiveView:
     def __init__(self, out: TextIO, err: TextIO, *, quiet: bool = False) -> None:
         self.out, self.err, self.quiet = out, err, quiet
         self.style = Style(out)
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._answering = False
         self._line_start = True  # the cursor is at the start of a line
         self._answer_started = False
-        self.takeover_monitor: str | None = None
+        self._prefilled = False  # the answer's first piece is the engine's prefill
 
     # ---- before the run -----------------------------------------------------------------------
     def header(self, question: str, description: str, thresholds: Mapping[str, ThresholdSource],
                fixed_h: str | None) -> None:
-        """The question, the models, each h and where it came from (``fixed_h``: the mode sets h)."""
-        for source in thresholds.values():
-            if source.warning and not fixed_h:
-                self.warn(source.warning)
+        """The question, the models, each h and where it came from (``fixed_h``: the mode sets h). An h's
+        warning came before, from the supervisor (``warn``)."""
         if self.quiet:
             return
         s = self.style
@@ -92,12 +89,12 @@ class LiveView:
         self.err.flush()
 
     # ---- during the run -----------------------------------------------------------------------
-    def on_piece(self, data: bytes) -> None:
-        text = self._decoder.decode(data)
-        if not text or self.quiet:
+    def on_piece(self, piece: Piece) -> None:
+        text = piece.text
+        if self.quiet:
             return
         if self._answering and not self._answer_started:
-            text = text.lstrip()
+            text = text + " " if self._prefilled else text.lstrip()
             if not text:
                 return
             self._answer_started = True
@@ -105,8 +102,9 @@ class LiveView:
         self._line_start = text.endswith("\n")
 
     def on_event(self, record) -> None:
-        if isinstance(record, Takeover):
-            self.takeover_monitor = record.monitor
+        if isinstance(record, Piece):
+            self.on_piece(record)
+            return
         if self.quiet:
             return
         s = self.style
@@ -136,35 +134,38 @@ class LiveView:
             said = f": {head.strip()}" if head.strip() else ""
             self._print(s(f"[takeover · {record.monitor}] thinking closed by the engine{said}", "31;1"))
         elif isinstance(record, ThinkingClosed):
+            if record.by == "s2":  # S2's own tag, never part of the thinking pieces
+                self._write(s("</think>", "2"))
+                self._line_start = False
             self._end_line()
             if record.by == "engine":
                 self._print(s("</think>", "2") + s("  (S2 stopped without closing thinking; the engine closed it)", "2"))
             elif record.by == "takeover":
                 self._print(s("</think>", "2"))
-            self._write(s("answer: ", "1") + record.prefill + (" " if record.prefill else ""))
-            self._answer_started = bool(record.prefill)
+            self._write(s("answer: ", "1"))
+            self._prefilled = bool(record.prefill)  # the next piece: written as it is, then a space
             self._answering = True
             self._line_start = False
 
     # ---- after the run ------------------------------------------------------------------------
-    def summary(self, end: RunEnd) -> None:
+    def summary(self, run: SupervisedRun) -> None:
         if self.quiet:
-            self._print(end.answer.strip() or "(no answer)")
+            self._print(run.answer.strip() or "(no answer)")
             return
         if not self._answering:  # the limit came first: no answer section
             self._end_line()
             self._print(self.style("answer: (none: the token limit came before the answer)", "1"))
         self._end_line()
-        value, where = stated_answer(end)
+        value, where = stated_answer(run)
         if value is not None:
             note = "" if where == "answer" else " (stated in its thinking)"
             self._print(self.style(f"final answer: {value}{note}", "1"))
-        t, tm = end.tokens, end.timings
+        t, tm = run.tokens, run.timings
         share = lambda x: f"{100 * x / tm.wall:.0f}%" if tm.wall > 0 else "-"  # noqa: E731
         self._print(self.style(
-            f"stop={end.stop} | tokens: thinking {t.thinking}, answer {t.answer}, inserted {t.inserted}, "
-            f"probe {t.probe} | scans {end.scans} (failed {end.failed_scans}), reminders {end.reminders}, "
-            f"takeover {end.takeover is not None} | time {tm.wall:.1f}s: S2 "
+            f"stop={run.stop} | tokens: thinking {t.thinking}, answer {t.answer}, inserted {t.inserted}, "
+            f"probe {t.probe} | scans {len(run.scans)} (failed {run.failed_scans}), reminders {len(run.reminders)}, "
+            f"takeover {run.takeover is not None} | time {tm.wall:.1f}s: S2 "
             f"{share(tm.s2_decode + tm.s2_prefill)}, S1 {share(tm.s1)}, loop {share(tm.loop)} | "
             f"decode {t.thinking + t.answer + t.probe} tok in {tm.s2_decode:.1f}s", "1"))
 
@@ -188,23 +189,22 @@ class LiveView:
             self._line_start = True
 
 
-def json_summary(end: RunEnd, takeover: str | None, trace: str | None,
-                 thresholds: Mapping[str, ThresholdSource]) -> str:
+def json_summary(run: SupervisedRun) -> str:
     """One JSON line for scripts: the outcome, the counts and where the trace is (h = inf as "inf")."""
-    value, where = stated_answer(end)
+    value, where = stated_answer(run)
     payload = {
-        "stop": end.stop,
-        "answer": end.answer.strip(),
+        "stop": run.stop,
+        "answer": run.answer.strip(),
         "final_answer": value,
         "final_answer_in": where,
-        "takeover": takeover,
-        "scans": end.scans,
-        "failed_scans": end.failed_scans,
-        "reminders": end.reminders,
-        "tokens": end.tokens.model_dump(),
-        "seconds": round(end.timings.wall, 3),
+        "takeover": run.takeover.monitor if run.takeover is not None else None,
+        "scans": len(run.scans),
+        "failed_scans": run.failed_scans,
+        "reminders": len(run.reminders),
+        "tokens": run.tokens.model_dump(),
+        "seconds": round(run.timings.wall, 3),
         "thresholds": {name: {"h": h_text(t.h), "source": t.source, **({"evidence": t.evidence} if t.evidence else {})}
-                       for name, t in thresholds.items()},
-        "trace": trace,
+                       for name, t in run.threshold_sources.items()},
+        "trace": run.trace,
     }
     return json.dumps(payload, ensure_ascii=False)

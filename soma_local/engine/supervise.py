@@ -8,16 +8,19 @@ the single-run readout.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Literal, Sequence
+from typing import Literal, Sequence
 
 from soma_local.engine.controller import Action, Controller, Decision
+from soma_local.engine.conversation import Task, s1_task
+from soma_local.engine.events import Listener
 from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
-from soma_local.s2.base import OnPiece, S2Backend, SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, system_prompt
+from soma_local.s2.base import S2Backend, SamplingParams
+from soma_local.s2.formats import Prompt, ThinkingFormat, detect_thinking, prompt_for, system_prompt
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.session import Pause, Session
 from soma_local.engine.trace import (
@@ -66,6 +69,7 @@ class RunConfig:
     thinking: ThinkingFormat | None = None  # None: detect from the GGUF
     sampling: SamplingParams | None = None  # set at the start so a run is reproducible from its seed
     extra_system: str | None = None
+    stop: tuple[str, ...] = ()  # the answer ends before the first of these (OpenAI's ``stop``)
 
     @classmethod
     def of_mode(cls, mode: str, **kwargs) -> "RunConfig":
@@ -122,53 +126,52 @@ def _adapted_versions(s1: S1 | None, monitors: Sequence[Monitor]) -> dict[str, s
     return {m.name: v for m in monitors if (v := s1.version_for(m.statement)) != s1.version}
 
 
-@dataclass(frozen=True)
-class ThinkingClosed:
-    """Not a trace record: tells a live view that the answer section starts now. ``by`` is "s2"
-    (S2 wrote the closing tag, already streamed), "takeover" or "engine" (S2 stopped without closing
-    thinking, so the engine closed it); ``prefill`` is answer text the engine wrote, never streamed."""
-
-    by: Literal["s2", "takeover", "engine"]
-    prefill: str = ""
+def run_prompt(s2: S2Backend, question: Task, config: RunConfig, supervised: bool) -> tuple[ThinkingFormat, Prompt]:
+    """The thinking format and the prompt a run of ``question`` gives S2 (its chat template, the system
+    prompt, the opening tag); the Python API counts its tokens before it runs."""
+    fmt = config.thinking or detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
+    return fmt, prompt_for(s2, question, fmt=fmt, system=system_prompt(fmt, supervised=supervised,
+                                                                         extra=config.extra_system))
 
 
 def supervise(
-    question: str,
+    question: Task,
     s2: S2Backend,
     s1: S1 | None,
     monitors: Sequence[Monitor],
     config: RunConfig | None = None,
     trace: TraceWriter | None = None,
-    on_piece: OnPiece | None = None,
-    on_event=None,
+    on_event: Listener | None = None,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
-    """Run S2 on ``question`` under the monitors. No monitors (or no S1) is a vanilla run.
+    """Run S2 on ``question`` (a question, or a conversation ending with the user's message) under the
+    monitors. No monitors (or no S1) is a vanilla run.
 
     ``config`` carries the mode and, for a mode that takes over at h, each monitor's h (picked by
     ``calibration.thresholds.resolve_thresholds``); the default config has none, so a supervised run
     passes one.
 
-    ``on_event`` sees every trace record as it is written, plus ``ThinkingClosed``. Ctrl-C
-    (KeyboardInterrupt) still ends the trace with a ``run_end`` (stop "interrupted"), then propagates.
+    ``on_event`` hears the run in order (``engine.events``): S2's text as ``Piece``s, ``ThinkingClosed``,
+    and every trace record as it is written. ``cancel``, once set, ends the run at the next token with a
+    ``run_end`` of stop "cancelled". Ctrl-C (KeyboardInterrupt) also ends the trace with a ``run_end``
+    (stop "interrupted"), then propagates.
     """
     config = config or RunConfig()
     trace = trace or TraceWriter(None)
     emit = on_event or (lambda record: None)
     monitors = list(monitors) if s1 is not None else []
     started = time.perf_counter()
-    fmt = config.thinking or detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
-    prompt = prompt_for(
-        s2, question, fmt=fmt, system=system_prompt(fmt, supervised=bool(monitors), extra=config.extra_system)
-    )
+    fmt, prompt = run_prompt(s2, question, config, supervised=bool(monitors))
+    task = s1_task(question)  # what S1 reads as the task, and the trace records as the question
     controllers = {
         m.name: Controller(_threshold(m, config), remind=config.reminders)
         for m in monitors
     }
-    cut = s1.task_cut(question, [m.statement for m in monitors]) if monitors else None
+    cut = s1.task_cut(task, [m.statement for m in monitors]) if monitors else None
     if config.sampling is not None:
         s2.set_sampling(config.sampling)
     start = RunStart(
-        question=question,
+        question=task,
         s2_model=s2.name,
         s1=s1.name if s1 is not None and monitors else "none",
         monitors=[m.model_dump() for m in monitors],
@@ -183,13 +186,15 @@ def supervise(
             **({"s1_task_cut": vars(cut)} if cut else {}),
             **({"s1_version": s1.version} if monitors and s1.version else {}),
             **({"s1_adapted": adapted} if (adapted := _adapted_versions(s1, monitors)) else {}),
+            **({"stop": list(config.stop)} if config.stop else {}),
         },
         started_at=datetime.now(timezone.utc).isoformat(),
     )
     trace.write(start)
     emit(start)
-    session = Session(s2, fmt, max_tokens=config.max_tokens, on_piece=on_piece)
-    loop = _Loop(session, s1, monitors, controllers, config, question, trace, emit)
+    session = Session(s2, fmt, max_tokens=config.max_tokens, emit=emit, stop=config.stop,
+                      cancel=cancel.is_set if cancel is not None else None)
+    loop = _Loop(session, s1, monitors, controllers, config, task, trace, emit)
     try:
         session.start(prompt)
         stop = loop.run()
@@ -200,7 +205,8 @@ def supervise(
     return RunResult(stop, session.thinking, session.answer, loop.takeover_text, end, trace.records)
 
 
-def _end(session: Session, loop: "_Loop", stop: str, started: float, trace: TraceWriter, emit) -> RunEnd:
+def _end(session: Session, loop: "_Loop", stop: str, started: float, trace: TraceWriter, emit: Listener) -> RunEnd:
+    session.end_streams()
     timings = Timings(
         wall=time.perf_counter() - started,
         s2_prefill=session.s2_prefill,
@@ -234,9 +240,9 @@ class _Loop:
     monitors: list[Monitor]
     controllers: dict[str, Controller]
     config: RunConfig
-    question: str
+    task: str
     trace: TraceWriter
-    emit: Callable[[object], None]
+    emit: Listener
     s1_seconds: float = 0.0
     scans: int = 0
     failed: int = 0
@@ -248,11 +254,17 @@ class _Loop:
         self.emit(record)
 
     def run(self) -> str:
+        """The run's stop: how it ended, or "cancelled" when its cancel ended it first."""
+        stop = self._run()
+        return "cancelled" if self.session.cancelled else stop
+
+    def _run(self) -> str:
         session, monitors, config = self.session, self.monitors, self.config
         while True:
             pause = session.think_to_pause(config.pause)
+            if pause.cancelled:
+                return "cancelled"
             if pause.closed:
-                self.emit(ThinkingClosed("s2"))
                 session.write_answer()
                 return "answer"
             if pause.limit:
@@ -260,8 +272,7 @@ class _Loop:
             if pause.ended:
                 # S2 ended without closing thinking (small prompted models do): close it and let it
                 # answer, so every run ends with an answer section.
-                session.close_thinking("", "")
-                self.emit(ThinkingClosed("engine"))
+                session.close_thinking("", "", by="engine")
                 session.write_answer(max(0, session.remaining))
                 return "eos_in_thinking"
             if monitors and self.scan_and_act(pause):
@@ -270,7 +281,7 @@ class _Loop:
     def scan_and_act(self, pause: Pause) -> bool:
         """One S1 batch for every monitor, then the controllers' actions; True when S2 was taken over."""
         session, monitors, config = self.session, self.monitors, self.config
-        probs, error, seconds = _scan(self.s1, monitors, self.question, session.thinking)
+        probs, error, seconds = _scan(self.s1, monitors, self.task, session.thinking)
         self.s1_seconds += seconds
         decisions: dict[str, Decision] = {
             m.name: self.controllers[m.name].update(p) for m, p in zip(monitors, probs)
@@ -298,14 +309,14 @@ class _Loop:
         chosen = next((m for m in monitors if decisions[m.name].action is Action.TAKEOVER), None)
         if chosen is not None:
             t = chosen.takeover
-            self.takeover_text = session.close_thinking(t.conclusion, t.prefill)
+            self.takeover_text = session.takeover_text(t.conclusion, t.prefill)
             self.write(Takeover(
                 monitor=chosen.name,
                 scan_index=record.index,
                 thinking_tokens=record.thinking_tokens,
                 text=self.takeover_text,
             ))
-            self.emit(ThinkingClosed("takeover", t.prefill))
+            session.close_thinking(t.conclusion, t.prefill)  # -> ThinkingClosed, the prefill as an answer piece
             session.write_answer(t.max_tokens)
             return True
         if config.takeovers == "branch":
@@ -315,7 +326,7 @@ class _Loop:
                 if d.action is Action.NONE and d.evidence is not None and d.score > 0:
                     t = m.takeover
                     result = session.branch_takeover(t.conclusion, t.prefill, t.max_tokens)
-                    self.trace.write(
+                    self.write(
                         Branch(
                             monitor=m.name,
                             scan_index=record.index,

@@ -108,7 +108,8 @@ class Timings(_Record):
 
 class RunEnd(_Record):
     type: Literal["run_end"] = "run_end"
-    stop: str  # "answer" | "takeover" | "limit" | "eos_in_thinking" | "interrupted" (Ctrl-C)
+    # "answer" | "takeover" | "limit" | "eos_in_thinking" | "interrupted" (Ctrl-C) | "cancelled" (the caller's cancel)
+    stop: str
     thinking: str  # S2's own thinking text, reminders excluded
     answer: str  # everything S2 wrote after thinking closed, takeover prefill included
     output: str  # the full S2 text as S2 saw it (reminders and takeover text included)

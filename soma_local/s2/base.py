@@ -16,7 +16,9 @@ from typing import Callable, Iterator, Literal, Sequence
 
 import numpy as np
 
-StopReason = Literal["length", "newline", "stop_text", "eos"]
+StopReason = Literal["length", "newline", "stop_text", "eos", "cancelled"]
+# What ``generate`` asks between tokens: True ends the chunk (stop "cancelled") after the token just kept.
+Cancelled = Callable[[], bool]
 
 
 @dataclass(frozen=True)
@@ -44,19 +46,19 @@ class Chunk:
 
 class StopScan:
     """Where a chunk stops, token by token, the same for every runtime: after the token that
-    completes ``stop_text`` (it may span tokens, and chunks: ``tail`` carries the last bytes over),
-    or after a token holding a line break when asked."""
+    completes one of ``stop_texts`` (it may span tokens, and chunks: ``tail`` carries the last bytes
+    over), or after a token holding a line break when asked."""
 
-    __slots__ = ("stop_text", "newline", "tail", "keep")
+    __slots__ = ("stop_texts", "newline", "tail", "keep")
 
-    def __init__(self, stop_text: bytes | None, stop_at_newline: bool, tail: bytes = b""):
-        self.stop_text, self.newline, self.tail = stop_text, stop_at_newline, tail
-        self.keep = len(stop_text) + 32 if stop_text else 0
+    def __init__(self, stop_texts: Sequence[bytes], stop_at_newline: bool, tail: bytes = b""):
+        self.stop_texts, self.newline, self.tail = tuple(stop_texts), stop_at_newline, tail
+        self.keep = max(map(len, self.stop_texts), default=0) + 32
 
     def step(self, piece: bytes) -> StopReason | None:
-        if self.stop_text is not None:
+        if self.stop_texts:
             self.tail = (self.tail + piece)[-self.keep :]
-            if self.stop_text in self.tail:
+            if any(stop in self.tail for stop in self.stop_texts):
                 self.tail = b""
                 return "stop_text"
         if self.newline and b"\n" in piece:
@@ -170,17 +172,23 @@ class S2Backend(ABC):
         max_tokens: int,
         *,
         stop_at_newline: bool = False,
-        stop_text: bytes | None = None,
+        stop_text: bytes | Sequence[bytes] | None = None,
         on_piece: OnPiece | None = None,
+        cancelled: Cancelled | None = None,
     ) -> Chunk:
         """Sample up to ``max_tokens``; stop after a token containing a line break (if asked), after
-        the token that completes ``stop_text``, or at end-of-generation (that token is not kept)."""
+        the token that completes ``stop_text`` (or any of several), at end-of-generation (that token is
+        not kept), or when ``cancelled()`` says so: it is asked before the first token and after each."""
         chunk = Chunk()
         max_tokens = min(max_tokens, self.context_left)
+        if cancelled is not None and cancelled():
+            chunk.stop = "cancelled"
+            return chunk
         if max_tokens <= 0:
             return chunk
         out = bytearray()
-        scan = StopScan(stop_text, stop_at_newline, self._tail)
+        stops = [stop_text] if isinstance(stop_text, bytes) else list(stop_text or [])
+        scan = StopScan(stops, stop_at_newline, self._tail)
         t0 = time.perf_counter()
         for token in self._sample(max_tokens, stop_at_newline):
             if token == END or self.is_end(token):
@@ -193,7 +201,7 @@ class S2Backend(ABC):
             out += piece
             if on_piece is not None:
                 on_piece(piece)
-            reason = scan.step(piece)
+            reason = scan.step(piece) or ("cancelled" if cancelled is not None and cancelled() else None)
             if reason is not None:
                 chunk.stop = reason
                 break

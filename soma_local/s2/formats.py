@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, Sequence
 
 from soma_local.errors import ModelFileError
 
@@ -28,6 +28,15 @@ PROMPTED_THINKING_INSTRUCTION = (
 )
 
 ThinkingMode = Literal["native", "prompted"]
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One turn of a conversation; ``content`` is plain text, whoever wrote it (see ``Prompt``)."""
+
+    role: Role
+    content: str
 
 
 @dataclass(frozen=True)
@@ -99,17 +108,28 @@ _MARK = "\ue000{}\ue001"
 _MARKS = re.compile("\ue000(\\d+)\ue001")
 
 
+def with_system(system: str | None, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The conversation with the run's system text first: merged into a leading system message (most
+    chat templates take one system message, at the start), else as one of its own."""
+    messages = list(messages)
+    if not system:
+        return messages
+    if messages and messages[0].role == "system":
+        return [ChatMessage("system", f"{system}\n\n{messages[0].content}"), *messages[1:]]
+    return [ChatMessage("system", system), *messages]
+
+
 def render_prompt(
     chat_template: str | None,
     *,
     model_path: str,
-    user: str,
-    system: str | None,
+    messages: Sequence[ChatMessage],
     fmt: ThinkingFormat,
     bos_token: str = "",
     eos_token: str = "",
 ) -> Prompt:
-    """Apply the GGUF's chat template and pre-fill the opening thinking tag.
+    """Apply the GGUF's chat template to a conversation that ends with the user's message, and pre-fill
+    the opening thinking tag.
 
     The template is rendered with a marker in place of each message's content, then the markers
     are replaced by the content as separate plain-text parts (see ``Prompt``)."""
@@ -118,22 +138,23 @@ def render_prompt(
             f"{model_path}: the GGUF has no chat template (metadata 'tokenizer.chat_template'); "
             "pass one with --chat-template FILE"
         )
+    if not messages or messages[-1].role != "user":
+        raise ValueError("a prompt's conversation ends with the user's message")
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     formatter = Jinja2ChatFormatter(
         template=chat_template, eos_token=eos_token, bos_token=bos_token, add_generation_prompt=True
     )
-    contents = ([system] if system else []) + [user]
-    roles = (["system"] if system else []) + ["user"]
-    messages = [{"role": r, "content": _MARK.format(i)} for i, r in enumerate(roles)]
+    marked = [{"role": m.role, "content": _MARK.format(i)} for i, m in enumerate(messages)]
     try:
-        rendered = formatter(messages=messages).prompt
+        rendered = formatter(messages=marked).prompt
     except Exception as exc:  # jinja2 errors carry no file name
         raise ModelFileError(f"{model_path}: chat template failed to render: {exc}") from None
     pieces = _MARKS.split(rendered)  # template, index, template, index, ..., template
-    if str(len(contents) - 1) not in pieces[1::2]:
-        raise ModelFileError(f"{model_path}: the chat template does not place the user's message")
-    parts = [(piece, True) if i % 2 == 0 else (contents[int(piece)], False) for i, piece in enumerate(pieces)]
+    placed = set(pieces[1::2])
+    if any(str(i) not in placed for i, m in enumerate(messages) if m.role == "user"):
+        raise ModelFileError(f"{model_path}: the chat template does not place every user message")
+    parts = [(piece, True) if i % 2 == 0 else (messages[int(piece)].content, False) for i, piece in enumerate(pieces)]
     last = parts[-1][0]
     stripped = last.rstrip()
     if stripped.endswith(fmt.open):
@@ -143,15 +164,17 @@ def render_prompt(
     return Prompt(tuple(parts))
 
 
-def prompt_for(backend: S2Backend, user: str, *, fmt: ThinkingFormat, system: str | None = None) -> Prompt:
-    """The prompt ``backend`` reads for ``user``: its own chat template and bos/eos texts, errors named
-    after it. Every prompt a backend is given (a supervised run, a baseline, the LLM-judge S1's prompt, a
+def prompt_for(backend: S2Backend, user: str | Sequence[ChatMessage], *, fmt: ThinkingFormat,
+               system: str | None = None) -> Prompt:
+    """The prompt ``backend`` reads for ``user`` (a question, or a conversation ending with the user's
+    message) after the ``system`` text: its own chat template and bos/eos texts, errors named after it.
+    Every prompt a backend is given (a supervised run, a baseline, the LLM-judge S1's prompt, a
     benchmark) is rendered here, so it depends only on the backend, the messages and the format."""
+    messages = [ChatMessage("user", user)] if isinstance(user, str) else user
     return render_prompt(
         backend.chat_template,
         model_path=backend.name,
-        user=user,
-        system=system,
+        messages=with_system(system, messages),
         fmt=fmt,
         bos_token=backend.bos_token,
         eos_token=backend.eos_token,

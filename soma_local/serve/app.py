@@ -20,9 +20,7 @@ beyond). Past ``max_pending`` requests in flight the server answers 529 (overloa
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
-import secrets
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -34,13 +32,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
-from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from soma_local.serve.answers import Limits, Plan, S1Unavailable, StateTooLong, finish, plan_request
 from soma_local.s1.jev_wire import MODEL_ALIASES, ErrorBody, ErrorDetail, ModelInfo, ModelList, SystemOneRequest
 from soma_local.s1.base import S1
+from soma_local.serve.gates import harden
 from soma_local.serve.turns import Turns
 
 DEFAULT_MAX_BODY = 1 << 20  # bytes, after decompression too
@@ -71,123 +68,13 @@ def error_response(status: int, error_type: str, message: str, headers: dict[str
     return JevJSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
-class RequestId:
-    """``x-typesafe-request-id`` on every response (the SDK puts it in its error messages)."""
-
-    def __init__(self, app: ASGIApp):
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        request_id = "req_" + secrets.token_hex(12)
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
+# The error types of the gates' refusals, by status, as the official API names them.
+GATE_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 413: "request_too_large",
+                    415: "invalid_request_error"}
 
 
-class AuthGate:
-    """Bearer-key check before anything else is read (so an unauthenticated client learns nothing
-    about its body). With no key configured every request passes, ``Authorization`` or not."""
-
-    def __init__(self, app: ASGIApp, *, key: str | None):
-        self.app, self.key = app, key
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.key is None or scope["type"] != "http" or not scope["path"].startswith("/v1/"):
-            return await self.app(scope, receive, send)
-        header = Headers(scope=scope).get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not given.strip():
-            response = error_response(401, "authentication_error", "Must supply an API key as Authorization: Bearer <key>.")
-        elif not hmac.compare_digest(given.strip().encode(), self.key.encode()):
-            response = error_response(401, "authentication_error", "Cannot authenticate with the given API key.")
-        else:
-            return await self.app(scope, receive, send)
-        response.headers["WWW-Authenticate"] = "Bearer"
-        await response(scope, receive, send)
-
-
-class BodyGate:
-    """Request-size limit (declared, received and decompressed) and ``Content-Encoding: zstd``, which
-    the official SDK uses for bodies from 1 KiB. The app downstream always sees plain JSON."""
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
-
-    def _too_large(self) -> JSONResponse:
-        return error_response(413, "request_too_large", f"Request body is larger than {self.max_bytes} bytes.")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
-            return await self.app(scope, receive, send)
-        headers = Headers(scope=scope)
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            return await self._too_large()(scope, receive, send)
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                return await self._too_large()(scope, receive, send)
-            if not message.get("more_body", False):
-                break
-        encoding = headers.get("content-encoding", "identity").strip().lower()
-        if encoding == "zstd":
-            try:
-                body = bytearray(self._unzstd(bytes(body)))
-            except ValueError as exc:
-                return await error_response(400, "invalid_request_error", f"Body is not valid zstd: {exc}")(scope, receive, send)
-            if len(body) > self.max_bytes:
-                return await self._too_large()(scope, receive, send)
-        elif encoding not in ("", "identity"):
-            response = error_response(415, "invalid_request_error", f"Content-Encoding {encoding!r} is not supported; use zstd or none.")
-            return await response(scope, receive, send)
-        plain = bytes(body)
-        scope = dict(scope)
-        scope["headers"] = [
-            (k, v) for k, v in scope["headers"] if k not in (b"content-encoding", b"content-length")
-        ] + [(b"content-length", str(len(plain)).encode())]
-        delivered = False
-
-        async def replay() -> dict:
-            nonlocal delivered
-            if delivered:
-                return await receive()
-            delivered = True
-            return {"type": "http.request", "body": plain, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-    def _unzstd(self, data: bytes) -> bytes:
-        """Every frame, decompressed, but at most ``max_bytes + 1`` bytes and a window no larger than a
-        body may be, so a small bomb cannot fill memory."""
-        import io
-
-        import zstandard
-
-        window = 1 << max(20, (self.max_bytes - 1).bit_length())  # a power of two, at least 1 MiB
-        out = bytearray()
-        try:
-            decompressor = zstandard.ZstdDecompressor(max_window_size=window)
-            with decompressor.stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
-                while len(out) <= self.max_bytes:
-                    chunk = reader.read(self.max_bytes + 1 - len(out))
-                    if not chunk:
-                        break
-                    out += chunk
-        except zstandard.ZstdError as exc:
-            raise ValueError(str(exc)) from None
-        if not out and data:
-            raise ValueError("no zstd frame holds any data")
-        return bytes(out)
+def gate_error(status: int, message: str) -> JSONResponse:
+    return error_response(status, GATE_ERROR_TYPES[status], message)
 
 
 def _validation_error(errors: Sequence[dict]) -> RequestValidationError:
@@ -339,9 +226,7 @@ def create_app(
             gone.cancel()
             pending -= 1
 
-    app.add_middleware(BodyGate, max_bytes=max_body_bytes)
-    app.add_middleware(AuthGate, key=api_key)
-    app.add_middleware(RequestId)  # added last: runs first
+    harden(app, error=gate_error, request_id_header=REQUEST_ID_HEADER, api_key=api_key, max_body_bytes=max_body_bytes)
     return app
 
 
