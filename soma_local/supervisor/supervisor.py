@@ -109,9 +109,9 @@ class Supervisor:
         self._options = options.model_copy(update={"threads": self.threads})
         with ExitStack() as undo:  # a failure while loading closes whatever had loaded
             undo.callback(self.close)
-            self._backends = [build_s2(self._options, server=i) for i in range(concurrency)]
-            for backend in self._backends:
-                backend.prompt_progress = prompt_progress
+            for server in range(concurrency):  # one at a time: those built before a failure are closed
+                self._backends.append(build_s2(self._options, server=server))
+                self._backends[-1].prompt_progress = prompt_progress
             ready = dict(adapters=adapters, batched=concurrency > 1, warn=warn)
             if isinstance(s1, str):
                 self._s1, self.adapted = load_run_s1(s1, self.monitors, temperature=s1_temperature, threads=self.threads,
