@@ -91,8 +91,24 @@ def test_live_view_shows_the_end_of_thinking_and_the_answer_once():
         view.on_event(Piece(text, "answer"))
     view.summary(SupervisedRun(stop="answer", thinking="2 + 2 is 4.\n", answer="\n\nThe answer is \\boxed{4}."))
     text = out.getvalue()
-    assert "</think>\nanswer: The answer is \\boxed{4}.\nfinal answer: 4\nstop=answer" in text
+    assert "</think>\nanswer: The answer is \\boxed{4}.\nfinal answer: 4\nno monitor acted; S2 concluded at 0 tokens" in text
     assert text.count("\\boxed{4}") == 1 and err.getvalue() == ""
+
+
+def test_the_summary_says_in_words_what_supervision_did():
+    from soma_local.engine.trace import Reminder, Takeover, TokenCounts
+    from soma_local.supervisor import SupervisedRun
+
+    reminded = Reminder(monitor="looping", thinking_tokens=640, text="<reminder>...</reminder>", tokens=30)
+    run = SupervisedRun(stop="answer", thinking="", answer="", reminders=[reminded],
+                        tokens=TokenCounts(thinking=850, answer=20))
+    assert run.story() == "looping reminded at 640 tokens; S2 concluded at 850 tokens and answered in 20"
+    taken = Takeover(monitor="looping", scan_index=9, thinking_tokens=1373, text="...")
+    run = run.model_copy(update={"stop": "takeover", "takeover": taken, "tokens": TokenCounts(thinking=1373)})
+    assert run.story() == ("looping reminded at 640 tokens; looping took over at 1373 tokens; "
+                           "S2 wrote nothing after the takeover")
+    assert SupervisedRun(stop="limit", thinking="", answer="", tokens=TokenCounts(thinking=2048)).story() == (
+        "no monitor acted; S2 reached the 2048-token limit without an answer")
 
 
 def test_quiet_json_run_and_calibration_source_in_the_header(tmp_path, smollm_path):

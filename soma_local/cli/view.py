@@ -160,6 +160,7 @@ class LiveView:
         if value is not None:
             note = "" if where == "answer" else " (stated in its thinking)"
             self._print(self.style(f"final answer: {value}{note}", "1"))
+        self._print(self.style(run.story(), "1"))
         t, tm = run.tokens, run.timings
         share = lambda x: f"{100 * x / tm.wall:.0f}%" if tm.wall > 0 else "-"  # noqa: E731
         self._print(self.style(

@@ -38,6 +38,26 @@ class SupervisedRun(BaseModel):
     def failed_scans(self) -> int:
         return sum(scan.error is not None for scan in self.scans)
 
+    def story(self) -> str:
+        """What supervision did, in words a newcomer reads at a glance: "looping reminded at 558 tokens;
+        looping took over at 1373; S2 answered in 12 tokens". Token counts are S2's thinking tokens when
+        it happened (the trace's ``thinking_tokens``)."""
+        events = [(r.thinking_tokens, f"{r.monitor} reminded at {r.thinking_tokens} tokens") for r in self.reminders]
+        if self.takeover is not None:
+            events.append((self.takeover.thinking_tokens,
+                           f"{self.takeover.monitor} took over at {self.takeover.thinking_tokens} tokens"))
+        said = [text for _, text in sorted(events, key=lambda e: e[0])] or ["no monitor acted"]
+        t = self.tokens
+        ending = {
+            "answer": f"S2 concluded at {t.thinking} tokens and answered in {t.answer}",
+            "eos_in_thinking": f"S2 stopped at {t.thinking} tokens without closing its thinking and answered in {t.answer}",
+            "takeover": f"S2 answered in {t.answer} tokens" if t.answer else "S2 wrote nothing after the takeover",
+            "limit": f"S2 reached the {t.thinking + t.answer}-token limit without an answer",
+            "cancelled": f"the run was cancelled at {t.thinking + t.answer} tokens",
+            "interrupted": f"the run was interrupted at {t.thinking + t.answer} tokens",
+        }.get(self.stop, f"the run ended ({self.stop})")
+        return "; ".join(said + [ending])
+
     @classmethod
     def of(cls, result: RunResult, sources: dict[str, ThresholdSource], trace: str | None) -> "SupervisedRun":
         start, end = result.records[0], result.end
