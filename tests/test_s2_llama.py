@@ -152,6 +152,26 @@ def test_the_speed_benchmark_measures_through_public_methods(s2):
     assert s2.generate(8).ids == chunk.ids, "after llm's own run, the context starts clean"
 
 
+def test_the_native_loop_gives_our_loops_tokens_and_keeps_them(s2):
+    """The speed benchmark's baseline (C calls only) samples with the runtime's own chain: from the
+    same seed it gives the tokens ``generate`` gives, timed or not, and leaves the context as
+    ``generate`` would, so generation goes on from there exactly as after ``generate``."""
+    ids = prompt_ids(s2)
+    fresh(s2, seed=21)
+    straight = s2.generate(40).ids
+    for timed in (False, True):
+        fresh(s2, seed=21)
+        native, wall, decode, sample = s2.native_loop(24, timed=timed)
+        assert native == straight[:24] and s2.position == len(ids) + 24 and wall > 0
+        assert (decode > 0 and sample > 0 and decode + sample <= wall) if timed else decode == sample == 0
+        assert s2.generate(16).ids == straight[24:]
+    s2.load_prompt(ids)
+    s2.reset_decode_counters()
+    s2.native_loop(8, idle_after_decode=0.01)
+    seconds, tokens = s2.decode_counters()
+    assert seconds / tokens > 0.01, "llama.cpp's eval time runs on to the next logits read, sleep included"
+
+
 def test_stop_text_split_across_tokens_is_found(s2):
     s2.set_sampling(SamplingParams(temperature=0))
     s2.load_prompt(prompt_ids(s2))

@@ -264,6 +264,55 @@ class LlamaCppS2(S2Backend):
         data = self._lib.llama_perf_context(self._ctx)
         return data.t_eval_ms / 1000.0, data.n_eval
 
+    def native_loop(self, n_tokens: int, *, timed: bool = False, sync: bool = True,
+                    idle_after_decode: float = 0.0) -> tuple[list[int], float, float, float]:
+        """Generate ``n_tokens`` from the context with nothing of ours per token: the baseline a Python
+        loop is measured against (``benchmarks/s2_speed.py``). Per token, one ``llama_sampler_sample``
+        (this runtime's sampler chain, so the same tokens as ``generate`` from the same seed) and one
+        ``llama_decode`` of a prebuilt one-token batch through the raw bindings: no end-of-generation
+        check (ends are decoded like any token), no pieces, no stop scan, no per-token allocation.
+
+        Returns (ids, wall seconds, decode seconds, sample seconds). The split is measured only when
+        ``timed`` (else both are 0): the clock is read around each call and, with ``sync``, a
+        ``llama_synchronize`` ends each decode (on a GPU ``llama_decode`` returns before the work is
+        done). ``idle_after_decode`` sleeps that long between a decode and the next sample, to show
+        what llama.cpp's own eval counter (``decode_counters``) counts. The tokens are kept, as after
+        ``generate``."""
+        if n_tokens > self.context_left:
+            raise ModelFileError(f"{self.name}: context of {self.n_ctx} tokens is full; raise --n-ctx")
+        lib, ctx, sampler = self._lib, self._ctx, self._sampler
+        sample, decode, synchronize = lib.llama_sampler_sample, lib.llama_decode, lib.llama_synchronize
+        one = (lib.llama_token * 1)()
+        batch = lib.llama_batch_get_one(one, 1)
+        out = (lib.llama_token * n_tokens)()
+        clock = time.perf_counter
+        decode_s = sample_s = 0.0
+        if timed or idle_after_decode:
+            t0 = clock()
+            for i in range(n_tokens):
+                a = clock()
+                one[0] = out[i] = sample(sampler, ctx, -1)
+                b = clock()
+                decode(ctx, batch)
+                if timed and sync:
+                    synchronize(ctx)
+                c = clock()
+                sample_s += b - a
+                decode_s += c - b
+                if idle_after_decode:
+                    time.sleep(idle_after_decode)
+            wall = clock() - t0
+        else:
+            t0 = clock()
+            for i in range(n_tokens):
+                one[0] = out[i] = sample(sampler, ctx, -1)
+                decode(ctx, batch)
+            wall = clock() - t0
+        ids = list(out)
+        self._ids.extend(ids)
+        self._tail = b""
+        return ids, wall, (decode_s if timed else 0.0), (sample_s if timed else 0.0)
+
     def clear_context(self) -> None:
         """Empty the context: no tokens here, none in llama-cpp-python's ``llm``, an empty KV cache. Lets
         ``llm``'s own generation paths run on this context, and the next ``load_prompt`` start clean."""
