@@ -181,22 +181,27 @@ class S2Backend(ABC):
             return chunk
         out = bytearray()
         scan = StopScan(stop_text, stop_at_newline, self._tail)
+        # The per-token path, looked up once (it runs once a token, between a decode and the next
+        # sample): a scan with nothing to find is skipped, since its step returns None and keeps the tail.
+        step = scan.step if stop_text is not None or stop_at_newline else None
+        is_end, keep, piece_of, kept = self.is_end, self._keep, self.piece, chunk.ids.append
         t0 = time.perf_counter()
         for token in self._sample(max_tokens, stop_at_newline):
-            if token == END or self.is_end(token):
+            if token == END or is_end(token):
                 chunk.stop = "eos"
                 break
-            self._keep(token)
+            keep(token)
             self._ids.append(token)
-            chunk.ids.append(token)
-            piece = self.piece(token)
+            kept(token)
+            piece = piece_of(token)
             out += piece
             if on_piece is not None:
                 on_piece(piece)
-            reason = scan.step(piece)
-            if reason is not None:
-                chunk.stop = reason
-                break
+            if step is not None:
+                reason = step(piece)
+                if reason is not None:
+                    chunk.stop = reason
+                    break
         chunk.seconds = time.perf_counter() - t0
         chunk.data = bytes(out)
         self._tail = scan.tail

@@ -99,6 +99,7 @@ class LlamaCppS2(S2Backend):
 
         super().__init__()
         self._lib = llama_cpp
+        self._ends: dict[int, bool] = {}
         try:
             with _model_params(extra_buffer_types_allowed()):
                 self.llm = llama_cpp.Llama(
@@ -125,6 +126,8 @@ class LlamaCppS2(S2Backend):
         self.bos_token = self._special_text(self.llm.token_bos())
         self.eos_token = self._special_text(self.llm.token_eos())
         self._one = (llama_cpp.llama_token * 1)()
+        # The one-token batch every generated token is decoded in: built once, it points at ``_one``.
+        self._one_batch = llama_cpp.llama_batch_get_one(self._one, 1)
         self._sampler = None
         self.set_sampling(sampling or SamplingParams())
 
@@ -139,7 +142,10 @@ class LlamaCppS2(S2Backend):
         return self.vocab.piece(token)
 
     def is_end(self, token: int) -> bool:
-        return self.vocab.is_end(token)
+        end = self._ends.get(token)  # asked once a generated token: remembered, not a C call each time
+        if end is None:
+            end = self._ends[token] = self.vocab.is_end(token)
+        return end
 
     def next_logits(self) -> np.ndarray:
         """The next-token logits after the last decoded token (a numpy view; copy to keep)."""
@@ -163,10 +169,11 @@ class LlamaCppS2(S2Backend):
             part = ids[start : start + self.n_batch]
             if len(part) == 1:
                 self._one[0] = part[0]
-                arr = self._one
+                batch = self._one_batch
             else:
-                arr = (lib.llama_token * len(part))(*part)
-            rc = lib.llama_decode(self._ctx, lib.llama_batch_get_one(arr, len(part)))
+                arr = (lib.llama_token * len(part))(*part)  # alive through the decode: the batch points at it
+                batch = lib.llama_batch_get_one(arr, len(part))
+            rc = lib.llama_decode(self._ctx, batch)
             if rc != 0:
                 raise RuntimeError(f"llama_decode failed with code {rc} at position {len(self._ids)}")
             self._ids.extend(part)
@@ -230,7 +237,7 @@ class LlamaCppS2(S2Backend):
 
     def _keep(self, token: int) -> None:
         self._one[0] = token
-        rc = self._lib.llama_decode(self._ctx, self._lib.llama_batch_get_one(self._one, 1))
+        rc = self._lib.llama_decode(self._ctx, self._one_batch)
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc} at position {len(self._ids)}")
 
