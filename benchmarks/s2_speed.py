@@ -225,6 +225,14 @@ def bookkeeping_us(s2: LlamaCppS2, ids: list[int], repeats: int = 30) -> dict[st
             assert len(chunk.ids) == len(loop.ids)
             best = min(best, chunk.seconds / len(chunk.ids))
         out[name] = 1e6 * best
+    # create_completion detokenizes the whole completion again after every token: on average half of it
+    half = ids[: len(ids) // 2]
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        s2.llm.detokenize(half)
+        best = min(best, time.perf_counter() - t0)
+    out["detokenize half"] = 1e6 * best
     return out
 
 
@@ -312,11 +320,14 @@ def print_decode(d: dict, tokens: int) -> None:
     rows += [
         ("our loop's bookkeeping alone, stop text (replay)", b["stop text"]),
         ("our loop's bookkeeping alone, no stop text", b["plain"]),
+        ("create_completion's detokenize per token (mean)", b["detokenize half"]),
     ]
     for name, us in rows:
         print(f"  {name:<52} {us:>10.1f}  {100 * us / token_us:>6.2f}%")
     print("  bookkeeping alone: generate() replaying the recorded tokens with no model (pieces, end "
-          "check, stop scan, ids; no C call), best of 30")
+          "check, stop scan, ids; no C call), best of 30; create_completion's detokenize: it decodes "
+          "every completion token so far again after each token (one ctypes call a token), timed here "
+          f"on {tokens // 2} tokens, the mean length over a run")
     c = d["t_eval_check"]
     print(f"\nllama.cpp's t_eval runs from a decode to the next logits read: in a native run of 32 tokens "
           f"it counts {c['busy']:.3f} ms a token more than the time inside llama_decode; with 2 ms of sleep "
