@@ -90,17 +90,18 @@ def quartiles(xs: list[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def load_line() -> str:
-    """The load average and the busiest processes: what else ran beside the measurement."""
+def load_report() -> str:
+    """The load average and the busiest processes (this one included): what else ran beside the
+    measurement."""
     one, five, _ = os.getloadavg()
-    line = f"load average {one:.2f} (1 min) {five:.2f} (5 min) on {os.cpu_count()} CPUs"
+    text = f"load average {one:.2f} (1 min) {five:.2f} (5 min) on {os.cpu_count()} CPUs; busiest processes:"
     try:
-        ps = subprocess.run(["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True, text=True,
+        ps = subprocess.run(["ps", "-eo", "pcpu,args", "--sort=-pcpu"], capture_output=True, text=True,
                             timeout=5).stdout.splitlines()[1:6]
-        line += "; busiest: " + ", ".join(" ".join(p.split()[::-1]) + "%" for p in ps)
+        text += "".join(f"\n    {line.strip()[:100]}" for line in ps)
     except (OSError, subprocess.SubprocessError):
-        pass
-    return line
+        text += " (ps not available)"
+    return text
 
 
 @dataclass
@@ -393,7 +394,7 @@ def main() -> None:
     args = ap.parse_args()
 
     start = time.perf_counter()
-    print(f"start: {load_line()}")
+    print(f"start: {load_report()}")
     path = resolve_gguf(args.model)
     s2 = LlamaCppS2(path, n_ctx=args.n_ctx, n_threads=args.threads, n_gpu_layers=args.n_gpu_layers,
                     flash_attn=args.flash_attn)
@@ -413,7 +414,7 @@ def main() -> None:
         print(f"S2 decode tok/s vanilla {r['vanilla_tok_s']:.1f} | supervised {r['supervised_tok_s']:.1f}")
         s1.close()
     s2.close()
-    print(f"\nend: {load_line()} | {time.perf_counter() - start:.0f} s in all")
+    print(f"\nend, {time.perf_counter() - start:.0f} s in all: {load_report()}")
 
 
 if __name__ == "__main__":

@@ -169,7 +169,8 @@ def test_the_native_loop_gives_our_loops_tokens_and_keeps_them(s2):
     s2.reset_decode_counters()
     s2.native_loop(8, idle_after_decode=0.01)
     seconds, tokens = s2.decode_counters()
-    assert seconds / tokens > 0.01, "llama.cpp's eval time runs on to the next logits read, sleep included"
+    # Each of the 7 decodes followed by a sample is counted up to that sample's logits read, sleep included.
+    assert seconds >= 7 * 0.01, "llama.cpp's eval time runs on to the next logits read"
 
 
 def test_stop_text_split_across_tokens_is_found(s2):
