@@ -22,6 +22,9 @@ chains give the same tokens, a warm-up run of the native loop finds, per prompt,
 tokens hold no end of generation (so no path stops early), and the script checks that the three
 paths' tokens (create_completion's text) are identical. A path's share of native is the median over
 all runs of its tok/s over the native loop's tok/s in the same run; tok/s is the median over runs.
+On a busy machine runs a minute apart differ by more than the loops do, so our loop is also measured
+against native in alternating 32-token chunks of one sequence (both orders), neighbouring chunks
+compared.
 
 Not "native": llama.cpp's own eval counter (``llama_perf_context`` t_eval, the old definition here).
 It starts at ``llama_decode`` and stops at the next synchronize, which is the next logits read (the
@@ -113,8 +116,9 @@ class Prompt:
 
 def choose_seeds(s2: LlamaCppS2, prompts: list[list[int]], tokens: int, sampling: SamplingParams,
                  split: dict[str, list[float]]) -> list[Prompt]:
-    """Per prompt, the first seed whose N tokens hold no end of generation, by a timed native run
-    (which also warms the model up and gives the decode/sample split of a token)."""
+    """Per prompt, the first seed whose N tokens hold no end of generation and no stop text (so no
+    path stops early), by a timed native run (which also warms the model up and gives the
+    decode/sample split of a token)."""
     chosen = []
     for i, ids in enumerate(prompts):
         for k in range(SEED_TRIES):
@@ -125,7 +129,7 @@ def choose_seeds(s2: LlamaCppS2, prompts: list[list[int]], tokens: int, sampling
             split["decode"].append(dec / tokens)
             split["sample"].append(smp / tokens)
             split["rest"].append((wall - dec - smp) / tokens)
-            if not any(s2.is_end(t) for t in out):
+            if not any(s2.is_end(t) for t in out) and STOP_TEXT not in b"".join(map(s2.piece, out)):
                 chosen.append(Prompt(ids, seed, out))
                 break
         else:
@@ -166,6 +170,32 @@ def run_path(s2: LlamaCppS2, path: str, p: Prompt, tokens: int, sampling: Sampli
         same = ids == p.reference
     t_eval, n_eval = s2.decode_counters()
     return wall, cpu, t_eval / n_eval, same
+
+
+def interleaved(s2: LlamaCppS2, p: Prompt, tokens: int, sampling: SamplingParams, chunk: int = 32
+                ) -> tuple[list[float], bool]:
+    """Our loop against native in alternating chunks of one sequence (the native loop samples with
+    the runtime's chain and keeps its tokens, so the sequence is the reference one): two neighbouring
+    chunks run within a second of each other, which a busy machine's drift spares. Done twice, each
+    path starting once; returns our share of native (native's seconds over ours) for every
+    neighbouring pair, and whether the sequence was the reference."""
+    ratios, same = [], True
+    for first in ("native", "ours"):
+        s2.set_sampling(replace(sampling, seed=p.seed))
+        s2.load_prompt(p.ids)
+        ids, walls = [], {"native": [], "ours": []}
+        for j in range(tokens // chunk):
+            path = (first, "ours" if first == "native" else "native")[j % 2]
+            if path == "native":
+                out, wall, _, _ = s2.native_loop(chunk)
+            else:
+                c = s2.generate(chunk, stop_text=STOP_TEXT)
+                out, wall = c.ids, c.seconds
+            ids += out
+            walls[path].append(wall)
+        same &= ids == p.reference[: len(ids)]
+        ratios += [n / o for n, o in zip(walls["native"], walls["ours"])]
+    return ratios, same
 
 
 class Replay(S2Backend):
@@ -275,7 +305,15 @@ def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, rounds: int, s
                 t_eval[path].append(per_token)
                 same[path] &= ok
     native = walls["native"]
+    mixed, mixed_same = [], True
+    for p in chosen:
+        r, ok = interleaved(s2, p, tokens, sampling)
+        mixed += r
+        mixed_same &= ok
     return {
+        "interleaved": mixed,
+        "interleaved_same": mixed_same,
+        "native_token_us": 1e6 * median(native) / tokens,
         "seeds": [p.seed for p in chosen],
         "runs": len(native),
         "tok_s": {p: median([tokens / w for w in walls[p]]) for p in PATHS},
@@ -306,14 +344,23 @@ def print_decode(d: dict, tokens: int) -> None:
           "run (quartiles beside it); tok/s: median over runs; CPU share: the same with the process's CPU "
           "time, which waiting for a busy core does not inflate; t_eval tok/s: llama.cpp's own eval "
           "counter (not native: see below)")
+    mixed = d["interleaved"]
+    lo, hi = quartiles(mixed)
+    print(f"our loop against native in alternating {len(mixed)} pairs of 32-token chunks of one sequence "
+          f"(both orders): {100 * median(mixed):.2f}% of native (quartiles {100 * lo:.2f}-{100 * hi:.2f}%), "
+          f"same tokens: {'yes' if d['interleaved_same'] else 'NO'}")
     s = d["split_us"]
-    token_us = s["decode"] + s["sample"] + s["rest"]
-    print(f"\nper-token cost, microseconds (a token of the native loop: {token_us:.0f} us)")
-    rows = [
+    warm_us = s["decode"] + s["sample"] + s["rest"]
+    token_us = d["native_token_us"]
+    print(f"\nper-token cost, microseconds; % of a token of the native loop (the split: of the timed "
+          f"warm-up runs' token, {warm_us:.0f} us; the rest: of the measured runs' median, {token_us:.0f} us)")
+    for name, us in (
         ("C decode (llama_decode + llama_synchronize)", s["decode"]),
         ("C sampler chain (llama_sampler_sample)", s["sample"]),
         ("native loop's rest (ctypes calls, loop, clock)", s["rest"]),
-    ]
+    ):
+        print(f"  {name:<52} {us:>10.1f}  {100 * us / warm_us:>6.2f}%")
+    rows = []
     for p in ("ours", "create_completion"):
         rows.append((f"{LABELS[p]} minus native, wall (paired, median)", median(d["extra_us"][p])))
         rows.append((f"{LABELS[p]} minus native, CPU (paired, median)", median(d["cpu_extra_us"][p])))
