@@ -154,6 +154,27 @@ def test_the_speed_benchmark_measures_through_public_methods(s2):
     assert s2.generate(8).ids == chunk.ids, "after llm's own run, the context starts clean"
 
 
+def test_the_native_loop_gives_our_loops_tokens_and_keeps_them(s2):
+    """The speed benchmark's baseline (C calls only) samples with the runtime's own chain: from the
+    same seed it gives the tokens ``generate`` gives, timed or not, and leaves the context as
+    ``generate`` would, so generation goes on from there exactly as after ``generate``."""
+    ids = prompt_ids(s2)
+    fresh(s2, seed=21)
+    straight = s2.generate(40).ids
+    for timed in (False, True):
+        fresh(s2, seed=21)
+        native, wall, decode, sample = s2.native_loop(24, timed=timed)
+        assert native == straight[:24] and s2.position == len(ids) + 24 and wall > 0
+        assert (decode > 0 and sample > 0 and decode + sample <= wall) if timed else decode == sample == 0
+        assert s2.generate(16).ids == straight[24:]
+    s2.load_prompt(ids)
+    s2.reset_decode_counters()
+    s2.native_loop(8, idle_after_decode=0.01)
+    seconds, tokens = s2.decode_counters()
+    # Each of the 7 decodes followed by a sample is counted up to that sample's logits read, sleep included.
+    assert seconds >= 7 * 0.01, "llama.cpp's eval time runs on to the next logits read"
+
+
 def test_stop_text_split_across_tokens_is_found(s2):
     s2.set_sampling(SamplingParams(temperature=0))
     s2.load_prompt(prompt_ids(s2))
@@ -186,3 +207,91 @@ def test_a_long_prompt_decodes_in_batches(s2):
     """A prompt longer than one ubatch runs the batched matmuls (where AMX kernels die on some VMs)."""
     s2.load_prompt(s2.tokenize("Hello world, this is a long prompt. " * 60))
     assert s2.generate(8).ids
+
+
+# Tokens the token loop gave before it was made faster (commit 6c15bb9, recorded on this project's 2-core
+# AMD EPYC machine, portable x86-64-v3 build, at 1 and at 2 threads alike), with the prompt's logits
+# digest they came from. A faster loop must give the same tokens from the same seed.
+PINNED_LOGITS = "8982775885799bb4"
+PINNED = {
+    "t08_seed5": [
+        198, 15423, 253, 4369, 9552, 1230, 28, 15418, 8362, 582, 28, 3346, 1991, 357, 314, 9552, 355, 441,
+        30, 1094, 346, 3525, 253, 1230, 351, 582, 1767, 3501, 28, 975, 282, 253, 896, 1230, 338, 314, 1181,
+        670, 253, 9552, 28, 965, 346, 1251, 3525, 582, 338, 314, 441, 253, 9552, 30, 17199, 28, 346, 1251,
+        3525, 253, 896, 1230, 338, 314, 441, 253, 9552, 30, 198, 198, 2193, 1183, 28, 1771, 216, 34, 28,
+        216, 35, 28, 284, 216, 37, 28, 1876, 9552, 2966, 338, 359, 441, 260, 1867, 9552, 2966, 30, 3569,
+        28, 1398,
+    ],
+    "default_seed0": [
+        198, 30921, 2966, 416, 325, 983, 281, 260, 9552, 2966, 28, 564, 9552, 2966, 359, 4355, 347, 2731,
+        23313, 338, 359, 46522, 805, 411, 216, 33, 284, 2253, 30, 378, 808, 7522, 9552, 2966, 359, 216, 34,
+        28, 216, 35, 28, 216, 37, 28, 216, 39, 28, 216, 33, 33, 28, 216, 33, 35, 28, 284, 216, 33, 39, 30,
+        198, 198, 504, 2166, 2893, 260, 5278, 282, 9552, 2966, 314, 338, 502, 359, 4355, 347, 23313, 338,
+        359, 2267, 2852, 670, 216, 33, 355, 1181, 670, 216, 34, 30, 669, 5278, 314, 441, 805, 1552,
+    ],
+    "topk_minp_seed123": [
+        33, 30, 216, 33, 198, 198, 504, 808, 9552, 1230, 314, 216, 33, 30, 216, 198, 504, 1796, 9552, 1230,
+        314, 216, 34, 30, 216, 198, 504, 3464, 9552, 1230, 314, 216, 35, 30, 216, 198, 504, 8629, 9552,
+        1230, 314, 216, 37, 30, 216, 198, 504, 11397, 9552, 1230, 314, 216, 39, 30, 216, 198, 504, 15708,
+        9552, 1230, 314, 216, 33, 33,
+    ],
+    "greedy": [
+        198, 504, 808, 216, 34, 32, 9552, 2966, 359, 216, 34, 28, 216, 35, 28, 216, 37, 28, 216, 39, 28,
+        216, 33, 33, 28, 216, 33, 35, 28, 216, 33, 39, 28, 216, 33, 41, 28, 216, 34, 35, 28, 216, 34, 41,
+        28, 216, 35, 33, 28, 216, 35, 39, 28, 216, 36, 33, 28, 216, 36, 35, 28, 216, 36, 39,
+    ],
+}
+PINNED_SESSION = [  # (ids, stop) of each call in test_the_loop_gives_the_pinned_tokens
+    ([
+        198, 1348, 314, 915, 253, 1398, 282, 808, 7522, 9552, 2966, 30, 339, 1135, 634, 4975, 2972, 1833,
+        29, 1717, 29, 5528, 30, 339, 3413, 346, 288, 1042, 511, 260,
+    ], "length"),
+    ([
+        198, 2931, 787, 28, 339, 5248, 915, 253, 1398, 282, 808, 7522, 9552, 2966, 30, 3361, 1085, 1685,
+        314, 915,
+    ], "length"),
+    ([
+        694, 1014, 429, 216, 34, 288, 216, 33, 32, 32, 30, 339, 1137, 339, 736, 1464, 253, 2545, 4810,
+        1867, 288, 897, 1230, 429, 216, 33, 288, 216, 33, 32, 32, 338, 3247, 982, 46522, 411, 216, 35, 30,
+        1644,
+    ], "length"),
+    ([
+        339, 3413,
+    ], "stop_text"),
+    ([
+        346, 288, 1188, 253, 1230, 284, 2545, 357, 1523, 260, 1695, 1920, 42, 365, 89, 25, 357, 1251, 325,
+        46522, 411, 216, 35, 43, 365, 4877, 25, 357, 1251, 457,
+    ], "length"),
+]
+
+
+def test_the_loop_gives_the_pinned_tokens(s2):
+    """The same seed gives the same tokens as the loop did before it was made faster: plain runs at
+    several sampling settings, then a session's calls (chunks, a branch that is rolled back, a stop at a
+    line break, a stop text). Skipped where llama.cpp computes other logits for the prompt (another CPU
+    or build): the pinned tokens then say nothing about the loop."""
+    import hashlib
+
+    ids = prompt_ids(s2)
+    s2.set_sampling(SamplingParams(temperature=0.8, top_p=0.95, seed=5))
+    s2.load_prompt(ids)
+    if hashlib.sha256(s2.next_logits().tobytes()).hexdigest()[:16] != PINNED_LOGITS:
+        pytest.skip("this machine's llama.cpp build computes other prompt logits than the pinned ones")
+    got = {"t08_seed5": s2.generate(96).ids}
+    for name, params, n in (
+        ("default_seed0", SamplingParams(seed=0), 96),
+        ("topk_minp_seed123", SamplingParams(temperature=0.7, top_p=0.8, top_k=20, min_p=0.05, seed=123), 64),
+        ("greedy", SamplingParams(temperature=0), 64),
+    ):
+        s2.set_sampling(params)
+        s2.load_prompt(ids)
+        got[name] = s2.generate(n).ids
+    assert got == PINNED
+    s2.set_sampling(SamplingParams(temperature=0.8, top_p=0.95, seed=11))
+    s2.load_prompt(ids)
+    calls = [s2.generate(30)]
+    with s2.branch():
+        s2.feed(s2.tokenize("\nSomething else entirely, to disturb the cache.\n"))
+        calls.append(s2.generate(20))
+    calls += [s2.generate(40, stop_at_newline=True), s2.generate(40, stop_text=b"e"), s2.generate(30)]
+    assert [(c.ids, c.stop) for c in calls] == PINNED_SESSION

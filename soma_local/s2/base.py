@@ -189,19 +189,25 @@ class S2Backend(ABC):
         out = bytearray()
         stops = [stop_text] if isinstance(stop_text, bytes) else list(stop_text or [])
         scan = StopScan(stops, stop_at_newline, self._tail)
+        # The per-token path, looked up once (it runs once a token, between a decode and the next
+        # sample): a scan with nothing to find is skipped, since its step returns None and keeps the tail.
+        step = scan.step if stops or stop_at_newline else None
+        is_end, keep, piece_of, kept = self.is_end, self._keep, self.piece, chunk.ids.append
         t0 = time.perf_counter()
         for token in self._sample(max_tokens, stop_at_newline):
-            if token == END or self.is_end(token):
+            if token == END or is_end(token):
                 chunk.stop = "eos"
                 break
-            self._keep(token)
+            keep(token)
             self._ids.append(token)
-            chunk.ids.append(token)
-            piece = self.piece(token)
+            kept(token)
+            piece = piece_of(token)
             out += piece
             if on_piece is not None:
                 on_piece(piece)
-            reason = scan.step(piece) or ("cancelled" if cancelled is not None and cancelled() else None)
+            reason = step(piece) if step is not None else None
+            if reason is None and cancelled is not None and cancelled():
+                reason = "cancelled"
             if reason is not None:
                 chunk.stop = reason
                 break

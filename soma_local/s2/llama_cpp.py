@@ -2,7 +2,9 @@
 
 Why not ``create_completion``: it re-detokenizes the whole completion every step and rebuilds state
 per call. Here the sampler chain is built once, each step is one ``llama_sampler_sample`` and one
-single-token ``llama_decode`` through the raw bindings, and token pieces are cached by id. Rollback
+``llama_decode`` of a one-token batch built once, through the raw bindings, and token pieces and
+end-of-generation flags are cached by id: a generated token costs about 1.5 us of Python more than a
+loop of those two C calls alone (``native_loop``, the baseline of ``benchmarks/s2_speed.py``). Rollback
 removes the KV tail and re-decodes the last kept token, so the next-token logits are recomputed from
 exactly the same cache layout as before the branch; the sampler is cloned for a branch, so its RNG is
 untouched on the main line.
@@ -109,6 +111,7 @@ class LlamaCppS2(S2Backend):
 
         super().__init__()
         self._lib = llama_cpp
+        self._ends: dict[int, bool] = {}
         try:
             with _model_params(extra_buffer_types_allowed()):
                 self.llm = llama_cpp.Llama(
@@ -135,6 +138,8 @@ class LlamaCppS2(S2Backend):
         self.bos_token = self._special_text(self.llm.token_bos())
         self.eos_token = self._special_text(self.llm.token_eos())
         self._one = (llama_cpp.llama_token * 1)()
+        # The one-token batch every generated token is decoded in: built once, it points at ``_one``.
+        self._one_batch = llama_cpp.llama_batch_get_one(self._one, 1)
         self._sampler = None
         self.set_sampling(sampling or SamplingParams())
 
@@ -149,7 +154,10 @@ class LlamaCppS2(S2Backend):
         return self.vocab.piece(token)
 
     def is_end(self, token: int) -> bool:
-        return self.vocab.is_end(token)
+        end = self._ends.get(token)  # asked once a generated token: remembered, not a C call each time
+        if end is None:
+            end = self._ends[token] = self.vocab.is_end(token)
+        return end
 
     def next_logits(self) -> np.ndarray:
         """The next-token logits after the last decoded token (a numpy view; copy to keep)."""
@@ -173,10 +181,11 @@ class LlamaCppS2(S2Backend):
             part = ids[start : start + self.n_batch]
             if len(part) == 1:
                 self._one[0] = part[0]
-                arr = self._one
+                batch = self._one_batch
             else:
-                arr = (lib.llama_token * len(part))(*part)
-            rc = lib.llama_decode(self._ctx, lib.llama_batch_get_one(arr, len(part)))
+                arr = (lib.llama_token * len(part))(*part)  # alive through the decode: the batch points at it
+                batch = lib.llama_batch_get_one(arr, len(part))
+            rc = lib.llama_decode(self._ctx, batch)
             if rc != 0:
                 raise RuntimeError(f"llama_decode failed with code {rc} at position {len(self._ids)}")
             self._ids.extend(part)
@@ -240,7 +249,7 @@ class LlamaCppS2(S2Backend):
 
     def _keep(self, token: int) -> None:
         self._one[0] = token
-        rc = self._lib.llama_decode(self._ctx, self._lib.llama_batch_get_one(self._one, 1))
+        rc = self._lib.llama_decode(self._ctx, self._one_batch)
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc} at position {len(self._ids)}")
 
@@ -273,6 +282,55 @@ class LlamaCppS2(S2Backend):
         decode loop can reach with this build."""
         data = self._lib.llama_perf_context(self._ctx)
         return data.t_eval_ms / 1000.0, data.n_eval
+
+    def native_loop(self, n_tokens: int, *, timed: bool = False, sync: bool = True,
+                    idle_after_decode: float = 0.0) -> tuple[list[int], float, float, float]:
+        """Generate ``n_tokens`` from the context with nothing of ours per token: the baseline a Python
+        loop is measured against (``benchmarks/s2_speed.py``). Per token, one ``llama_sampler_sample``
+        (this runtime's sampler chain, so the same tokens as ``generate`` from the same seed) and one
+        ``llama_decode`` of a prebuilt one-token batch through the raw bindings: no end-of-generation
+        check (ends are decoded like any token), no pieces, no stop scan, no per-token allocation.
+
+        Returns (ids, wall seconds, decode seconds, sample seconds). The split is measured only when
+        ``timed`` (else both are 0): the clock is read around each call and, with ``sync``, a
+        ``llama_synchronize`` ends each decode (on a GPU ``llama_decode`` returns before the work is
+        done). ``idle_after_decode`` sleeps that long between a decode and the next sample, to show
+        what llama.cpp's own eval counter (``decode_counters``) counts. The tokens are kept, as after
+        ``generate``."""
+        if n_tokens > self.context_left:
+            raise ModelFileError(f"{self.name}: context of {self.n_ctx} tokens is full; raise --n-ctx")
+        lib, ctx, sampler = self._lib, self._ctx, self._sampler
+        sample, decode, synchronize = lib.llama_sampler_sample, lib.llama_decode, lib.llama_synchronize
+        one = (lib.llama_token * 1)()
+        batch = lib.llama_batch_get_one(one, 1)
+        out = (lib.llama_token * n_tokens)()
+        clock = time.perf_counter
+        decode_s = sample_s = 0.0
+        if timed or idle_after_decode:
+            t0 = clock()
+            for i in range(n_tokens):
+                a = clock()
+                one[0] = out[i] = sample(sampler, ctx, -1)
+                b = clock()
+                decode(ctx, batch)
+                if timed and sync:
+                    synchronize(ctx)
+                c = clock()
+                sample_s += b - a
+                decode_s += c - b
+                if idle_after_decode:
+                    time.sleep(idle_after_decode)
+            wall = clock() - t0
+        else:
+            t0 = clock()
+            for i in range(n_tokens):
+                one[0] = out[i] = sample(sampler, ctx, -1)
+                decode(ctx, batch)
+            wall = clock() - t0
+        ids = list(out)
+        self._ids.extend(ids)
+        self._tail = b""
+        return ids, wall, (decode_s if timed else 0.0), (sample_s if timed else 0.0)
 
     def clear_context(self) -> None:
         """Empty the context: no tokens here, none in llama-cpp-python's ``llm``, an empty KV cache. Lets
