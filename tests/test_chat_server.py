@@ -138,7 +138,7 @@ def test_a_looping_run_streams_its_reminder_marked_in_the_reasoning(client, serv
 
 def test_a_takeover_says_which_monitor_and_where(client, server):
     """Without a reminder first (no_reminder) and a low h, the looping monitor takes over at its first
-    confident scan; the answer starts with the monitor's prefill."""
+    confident scan; the answer starts with the monitor's prefill ("The answer is")."""
     response = client.chat.completions.create(
         model=server.model, messages=ask(LOOPING_QUESTION), max_tokens=1200, seed=0,
         extra_body={"soma": {"monitors": ["looping"], "thresholds": {"looping": 0.05}, "mode": "no_reminder"}})
@@ -148,7 +148,7 @@ def test_a_takeover_says_which_monitor_and_where(client, server):
     assert end.stop == "takeover" and summary["stop"] == "takeover", "SmolLM2 did not loop here"
     took = summary["takeover"]
     assert took["monitor"] == "looping" and took["thinking_tokens"] == end.tokens.thinking
-    assert response.choices[0].finish_reason == "stop" and message.content.startswith("**Final Answer**")
+    assert response.choices[0].finish_reason == "stop" and message.content.startswith("The answer is")
     assert "I keep repeating myself" in message.model_extra["reasoning_content"]  # the conclusion S2 read
     assert response.usage.completion_tokens == end.tokens.thinking + end.tokens.answer
 
@@ -166,6 +166,12 @@ def test_a_conversation_is_answered_with_its_last_user_message_as_the_task(clien
     assert "careful tutor" not in start.question  # system text is S2's instruction, not S1's task
     single = client.chat.completions.create(model=server.model, messages=ask("What is 6 times 7?"), max_tokens=8)
     assert response.usage.prompt_tokens > single.usage.prompt_tokens
+
+
+def test_a_whole_completion_in_a_mode_that_never_takes_over_reports_h_as_infinity(client, server):
+    response = client.chat.completions.create(model=server.model, messages=ask(), max_tokens=4,
+                                              extra_body={"soma": {"mode": "remind_only"}})
+    assert response.model_extra["soma"]["thresholds"]["looping"] == "Infinity"
 
 
 def test_unknown_fields_are_ignored_and_named(client, server):

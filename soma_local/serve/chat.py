@@ -239,11 +239,13 @@ def create_chat_app(
             return StreamingResponse(_sse_stream(transcript, first, events, feed.cancel),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-        async def collect() -> JSONResponse:
+        async def collect() -> Response:
             transcript.chunks(first)
             async for event in events:
                 transcript.chunks(event)
-            return JSONResponse(transcript.completion().model_dump(mode="json", exclude_none=True))
+            # Serialised by pydantic as the stream's chunks are: an h of inf (a mode that never takes
+            # over) is "Infinity" there, where JSONResponse's json.dumps refuses it.
+            return Response(transcript.completion().model_dump_json(exclude_none=True), media_type="application/json")
 
         try:
             return await unless_gone(request, collect())
