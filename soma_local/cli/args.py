@@ -45,7 +45,8 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        unset = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        # A switch (--no-adapters: store_false, so its default is True) takes no value to show a default of.
+        unset = action.default is None or action.nargs == 0 or action.default == argparse.SUPPRESS
         if action.option_strings and "%(default)" not in text and "default:" not in text and not unset:
             text += " (default: %(default)s)"
         return text
