@@ -94,7 +94,7 @@ class LiveView:
         if self.quiet:
             return
         if self._answering and not self._answer_started:
-            text = text + " " if self._prefilled else text.lstrip()
+            text = text if self._prefilled else text.lstrip()  # a prefill is shown as S2 read it
             if not text:
                 return
             self._answer_started = True
@@ -143,7 +143,7 @@ class LiveView:
             elif record.by == "takeover":
                 self._print(s("</think>", "2"))
             self._write(s("answer: ", "1"))
-            self._prefilled = bool(record.prefill)  # the next piece: written as it is, then a space
+            self._prefilled = bool(record.prefill)  # the next piece is the prefill: written as it is
             self._answering = True
             self._line_start = False
 
