@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-time setup into .venv (idempotent; rerunning is fast). Used by `make demo` and `make test`.
 #
-# llama-cpp-python ships only as source: it compiles once (about 15 minutes on 2 cores) with the
+# llama-cpp-python ships only as source: it compiles once (5 to 15 minutes on 2 cores) with the
 # library alone (no tools, examples, tests, server or multimodal library) into a wheel cache of our own, keyed on the
 # version and every build flag, so later installs, fresh clones included, take seconds. pip's own
 # wheel cache keys a source build on the archive alone: a machine that once built natively would
@@ -41,7 +41,7 @@ CPU_KEY=$([[ $LLAMA_BUILD == native ]] && grep -m1 -E '^(flags|Features)' /proc/
 WHEEL_KEY=$(echo "$LLAMA_VERSION $LLAMA_CMAKE_ARGS $CPU_KEY" | sha256sum | cut -c1-16)
 WHEELS=${SOMA_CACHE_DIR:-$HOME/.cache/soma-local}/wheels/llama-cpp-python-$LLAMA_VERSION-$LLAMA_BUILD-$WHEEL_KEY
 if ! ls $WHEELS/llama_cpp_python-*.whl >/dev/null 2>&1; then
-  echo "setup: building llama-cpp-python $LLAMA_VERSION ($LLAMA_BUILD; ~15 min on 2 cores, once per set of flags)"
+  echo "setup: building llama-cpp-python $LLAMA_VERSION ($LLAMA_BUILD; 5-15 min on 2 cores, once per set of flags)"
   rm -rf "$WHEELS.tmp" && mkdir -p "$WHEELS.tmp"
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
     $PIP wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python -w "$WHEELS.tmp" "llama-cpp-python==$LLAMA_VERSION"
