@@ -13,6 +13,7 @@ import pytest
 from soma_local import Supervisor
 from soma_local.engine.trace import read_trace
 from soma_local.errors import MonitorFileError, PromptTooLong, RequestError, SomaError
+from soma_local.s1.model_folders import DEFAULT_S1_MODEL
 from soma_local.s2.build import RUNTIMES, Runtime
 from soma_local.supervisor import Branch, Piece, RunEnd, RunStart, Scan, SupervisedRun, ThinkingClosed
 
@@ -149,7 +150,7 @@ def test_bad_requests_are_refused_before_s2_starts_with_errors_that_name_them(su
         sup.stream("word " * 9000)
     assert too_long.value.prompt_tokens > too_long.value.context == sup.context_size == 8192
     assert heard == [], "nothing ran"
-    assert sup.monitor_names == ["looping"] and sup.s1_name == "classifier:minilm-reader"
+    assert sup.monitor_names == ["looping"] and sup.s1_name == f"classifier:{DEFAULT_S1_MODEL}"
     with pytest.raises(MonitorFileError, match="unknown monitor 'nope'"):
         Supervisor("smollm2-135m", monitors=["nope"])
     with pytest.raises(SomaError, match="concurrency 2: runs in flight at once need an S2 server"):
