@@ -67,8 +67,11 @@ def test_help_has_every_option_explained_with_its_default_and_no_markup():
         assert action.help, f"{name} {action.option_strings[0]} has no help"
         text = sub.format_help()
         assert "``" not in text
-        if action.default is not None and action.default is not False:
-            assert f"(default: {action.default})" in " ".join(text.split()), (name, action.option_strings)
+        shown = f"(default: {action.default})" in " ".join(text.split())
+        if action.nargs == 0:  # a switch (--no-adapters stores False, so its default is True) takes no value
+            assert not shown, (name, action.option_strings)
+        elif action.default is not None and action.default is not False:
+            assert shown, (name, action.option_strings)
 
 
 def test_version():
