@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -14,7 +15,7 @@ from soma_local.engine.monitors import resolve_monitors
 from soma_local.errors import DataError
 from training.bank.statement_bank import CATEGORIES, FORMS, bank_split, family_of, load_bank
 from training.labels.readers import SCALE, BankLabel, read_labels
-from training.states.bank_batches import Texts, read_states
+from training.states.bank_batches import Mix, Texts, _draw, choose_statements, read_states
 from training.states.reader_set import training_half
 
 
@@ -63,6 +64,36 @@ def test_held_out_families_are_labelled_on_test_and_eval_states_only(bank):
         assert r.key in states[r.sid].statements.values(), (r.sid, r.key)
         if family_of(r.key) in held:
             assert states[r.sid].split in ("test", "eval"), (r.sid, r.key)
+
+
+def test_a_forms_draw_puts_a_share_of_held_out_families_and_whole_minimal_pairs_on_a_test_state(bank):
+    rng = random.Random(0)
+    mix = Mix(forms=True, held_out=6, pairs=2, weights={f.id: 5.0 for f in bank.trained[:10]})
+    forms = Counter()
+    for _ in range(200):
+        keys = list(choose_statements(bank, "eval", rng, 12, 0.0, mix=mix).values())
+        families = [family_of(k) for k in keys]
+        assert len(keys) == 12 and len(set(families)) == 12  # one statement per family
+        held = [f for f in families if bank.by_id[f].held_out]
+        pairs = [p for p in bank.minimal_pair if p.a in keys and p.b in keys]
+        assert len(pairs) >= 2  # two drawn whole; a third only if the forms drawn happen to make one
+        assert 6 <= len(held) <= 6 + 4  # six drawn, more only as a minimal pair's side
+        for k in keys:
+            bank.statement(k)
+            forms[k.split(".")[1] if not k.split(".")[1].isdigit() else "not" if k.endswith(".not") else "wording"] += 1
+    assert {"wording", "not", "question", "instruction", "label"} <= set(forms)
+    train = list(choose_statements(bank, "train", rng, 12, 0.0, mix=mix).values())
+    assert not any(bank.by_id[family_of(k)].held_out for k in train)
+
+
+def test_a_long_share_draw_cuts_that_share_after_the_token_mark():
+    cuts = [(100 * i, 200 * i) for i in range(1, 20)]  # (character offset, thinking tokens)
+    candidates = [(f"t{n}", cuts, "train") for n in range(30)]
+    drawn = _draw(candidates, {"train": 40}, random.Random(0), per_trace=3, long_share=0.75, long_tokens=1000)
+    assert len(drawn) == 40
+    assert sum(cut >= 500 for _, cut, _ in drawn) == 30  # 1,000 tokens sit at character 500 here
+    with pytest.raises(DataError, match="short cuts"):
+        _draw(candidates, {"train": 400}, random.Random(0), per_trace=3, long_share=0.5)
 
 
 def test_every_state_is_rebuilt_from_the_data_directory(data_dir):

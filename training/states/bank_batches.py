@@ -6,7 +6,14 @@
 Each state is judged against ``--per-state`` statements of as many different families, so the
 statement, not the state, decides the label: states of ``train`` and ``dev`` questions get trained
 families only; states of ``test`` questions get every held-out family and trained ones for the rest.
-A statement is a family's wording or (with ``--negation-share``) its negation, drawn at random.
+A statement is a family's wording or (with ``--negation-share``) its negation, drawn at random; with
+``--forms`` it takes any of the forms users write (``FORM_MIX``), a test or eval state takes a share of
+the held-out families (``--held-out-per-state``) and whole minimal pairs (``--pairs-per-state``), and
+``--long-share`` of the states are cut after ``--long-tokens`` thinking tokens (issue 31's draws k, m):
+
+    python -m training.states.bank_batches traces --prefix k --train 1000 --dev 150 --test 50 --per-trace 10 \
+        --long-share 0.78 --double 120 --per-state 12 --forms --held-out-per-state 6 --pairs-per-state 2 \
+        --unlabelled-weight 2.5 --batch-size 20
 
 States are cut at the engine's scan schedule (``training.states.cuts.scan_cuts``) from the shared traces'
 training half (``traces``) or from the embedded S2 runs of ``training.states.s2_runs`` (``runs``, cut with
@@ -20,9 +27,11 @@ for a second, independent reader with the same statements.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import string
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -33,9 +42,9 @@ from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
 from soma_local.s2.model_files import GgufVocab, resolve_gguf
-from training.bank.statement_bank import Bank, Split, bank_split, load_bank
-from training.paths import BANK_BATCHES, BANK_STATES, S2_RUNS, shown
-from training.states.cuts import scan_cuts
+from training.bank.statement_bank import Bank, Family, Split, bank_split, family_of, load_bank
+from training.paths import BANK_BATCHES, BANK_LABELS, BANK_STATES, S2_RUNS, shown
+from training.states.cuts import scan_cut_points
 from training.states.reader_set import gold_state, render_state, short_model, trace_key, training_half, write_jsonl
 from training.states.s2_runs import S2Run, read_runs
 
@@ -63,6 +72,13 @@ def read_states(path: Path = BANK_STATES) -> list[BankState]:
     return [BankState.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def read_label_keys(path: Path = BANK_LABELS) -> set[str]:
+    """The bank keys that have at least one reader label."""
+    if not path.is_file():
+        return set()
+    return {json.loads(line)["key"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+
+
 class Texts:
     """Rebuilds state text from references: the shared traces in the data directory and the S2 runs."""
 
@@ -84,47 +100,95 @@ class Texts:
         return gold_state(self.questions[run.question_id], run.thinking[: ref.cut_char])
 
 
+# The forms a drawn family's statement takes in a ``--forms`` draw (issue 31): wordings most, then what
+# users also write; a family without a contrast gives a wording instead.
+FORM_MIX: tuple[tuple[str, float], ...] = (("wording", 0.40), ("negation", 0.20), ("question", 0.15),
+                                           ("instruction", 0.10), ("label", 0.10), ("contrast", 0.05))
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What goes on a state besides its trained families. The defaults are the first draws' rule: a
+    wording or its negation, every held-out family on a test state, no minimal pair."""
+
+    forms: bool = False  # draw each family's form by FORM_MIX
+    held_out: int | None = None  # held-out families drawn per test or eval state (None: all of them)
+    pairs: int = 0  # minimal pairs per test or eval state, both statements on the state
+    weights: dict[str, float] = field(default_factory=dict)  # trained family -> draw weight (1 if absent)
+
+
+def draw_key(family: Family, rng: random.Random, negation_share: float, forms: bool) -> str:
+    if forms:
+        form = rng.choices([f for f, _ in FORM_MIX], [w for _, w in FORM_MIX])[0]
+        if form == "contrast" and family.contrast is None:
+            form = "wording"
+        if form not in ("wording", "negation"):
+            return f"{family.id}.{form}"
+        return f"{family.id}.{rng.randrange(len(family.wordings))}" + (".not" if form == "negation" else "")
+    i = rng.randrange(len(family.wordings))
+    return f"{family.id}.{i}" + (".not" if rng.random() < negation_share else "")
+
+
 def choose_statements(bank: Bank, split: Split, rng: random.Random, per_state: int, negation_share: float,
-                      only: frozenset[str] | None = None) -> dict[str, str]:
-    """``per_state`` statements from as many families (every held-out family on a test state); the
-    trained ones drawn from the families in ``only`` where given (a draw for newly added families)."""
-    families = list(bank.held_out) if split in ("test", "eval") else []
-    if len(families) > per_state:  # the bank of issue 31 holds 14: its draw takes a share of them per state
-        raise DataError(f"{per_state} statements per state cannot hold all {len(families)} held-out families; "
-                        "this draw was made for the 6 of the first bank (training/data/README.md, 'More variety')")
-    pool = [f for f in bank.trained if only is None or f.id in only]
-    if len(pool) < per_state - len(families):
-        raise DataError(f"{per_state} statements per state need {per_state - len(families)} trained families; "
-                        f"{len(pool)} to draw from")
-    families += rng.sample(pool, per_state - len(families))
-    rng.shuffle(families)
-    keys = {}
-    for letter, family in zip(string.ascii_lowercase, families):
-        i = rng.randrange(len(family.wordings))
-        keys[letter] = f"{family.id}.{i}" + (".not" if rng.random() < negation_share else "")
-    return keys
+                      only: frozenset[str] | None = None, mix: Mix = Mix()) -> dict[str, str]:
+    """``per_state`` statements from as many families: on a test or eval state the held-out families
+    (all, or ``mix.held_out`` of them) and ``mix.pairs`` minimal pairs, then trained families drawn from
+    ``only`` where given (a draw for newly added families), by ``mix.weights``."""
+    test = split in ("test", "eval")
+    held = list(bank.held_out) if test else []
+    if test and mix.held_out is not None:
+        held = rng.sample(held, min(mix.held_out, len(held)))
+    if len(held) > per_state:  # the bank of issue 31 holds 14: its draw takes a share of them per state
+        raise DataError(f"{per_state} statements per state cannot hold all {len(held)} held-out families; "
+                        "draw a share of them per state (--held-out-per-state)")
+    used = {f.id for f in held}
+    fixed: list[str] = []
+    if test and mix.pairs:
+        for pair in rng.sample(bank.minimal_pair, len(bank.minimal_pair)):
+            families = {family_of(pair.a), family_of(pair.b)}
+            if len(fixed) < 2 * mix.pairs and not families & used and len(held) + len(fixed) + 2 <= per_state:
+                fixed += [pair.a, pair.b]
+                used |= families
+    pool = [f for f in bank.trained if (only is None or f.id in only) and f.id not in used]
+    want = per_state - len(held) - len(fixed)
+    if len(pool) < want:
+        raise DataError(f"{per_state} statements per state need {want} trained families; {len(pool)} to draw from")
+    if mix.weights:
+        pool.sort(key=lambda f: -(rng.random() ** (1.0 / mix.weights.get(f.id, 1.0))))
+        drawn = pool[:want]
+    else:
+        drawn = rng.sample(pool, want)
+    keys = fixed + [draw_key(f, rng, negation_share, mix.forms) for f in held + drawn]
+    rng.shuffle(keys)
+    return dict(zip(string.ascii_lowercase, keys))
 
 
-def _draw(candidates: Sequence[tuple], targets: dict[Split, int], rng: random.Random, per_trace: int) -> list[tuple]:
-    """Up to ``per_trace`` cuts of each trace, then ``targets[split]`` states per split."""
-    by_split: dict[Split, list[tuple]] = defaultdict(list)
+def _draw(candidates: Sequence[tuple], targets: dict[Split, int], rng: random.Random, per_trace: int,
+          long_share: float = 0.0, long_tokens: int = 1000) -> list[tuple]:
+    """Up to ``per_trace`` cuts of each trace, then ``targets[split]`` states per split. A candidate's
+    cuts are (character offset, thinking tokens); with ``long_share``, that share of each split's states
+    is cut after ``long_tokens`` or more (each trace gives up to ``per_trace`` short and long cuts)."""
+    by_split: dict[Split, tuple[list, list]] = defaultdict(lambda: ([], []))
     for item in candidates:
-        *_, cuts, split = item
-        if not cuts:
-            continue
-        for cut in rng.sample(cuts, min(per_trace, len(cuts))):
-            by_split[split].append((*item[:-2], cut, split))
+        *head, cuts, split = item
+        groups = [[c for c in cuts if c[1] < long_tokens], [c for c in cuts if c[1] >= long_tokens]] if long_share else [cuts]
+        for side, group in enumerate(groups):
+            for cut, _ in rng.sample(group, min(per_trace, len(group))):
+                by_split[split][side].append((*head, cut, split))
     out = []
     for split, n in targets.items():
-        pool = by_split[split]
-        if len(pool) < n:
-            raise DataError(f"{split}: only {len(pool)} cuts to draw from, {n} wanted")
-        out += rng.sample(pool, n)
+        n_long = round(n * long_share)
+        for side, (pool, k) in enumerate(zip(by_split[split], (n - n_long, n_long))):
+            if len(pool) < k:
+                kind = ("long " if side else "short ") if long_share else ""
+                raise DataError(f"{split}: only {len(pool)} {kind}cuts to draw from, {k} wanted")
+            out += rng.sample(pool, k)
     rng.shuffle(out)
     return out
 
 
-def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random, taken: set[tuple] = frozenset()) -> list[dict]:
+def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random, taken: set[tuple] = frozenset(),
+                 long_share: float = 0.0, long_tokens: int = 1000) -> list[dict]:
     """States of the training half's questions by their split, or (``eval``) of the other half's; never
     a cut in ``taken`` ((dataset, model, question, cut_char) of states already in the bank)."""
     root = data_dir()
@@ -137,12 +201,12 @@ def trace_states(targets: dict[Split, int], per_trace: int, rng: random.Random, 
         split = bank_split(t.question_id) if t.question_id in train else "eval"
         if t.question_id not in reserved and split in targets:
             model = short_model(t.model)
-            cuts = [c for c in scan_cuts(t.thinking, vocab) if t.thinking[:c].strip()
+            cuts = [(c, n) for c, n in scan_cut_points(t.thinking, vocab) if t.thinking[:c].strip()
                     and (t.dataset, model, t.question_id, t.thinking_start + c) not in taken]
             candidates.append((t, cuts, split))
     return [dict(source="trace", dataset=t.dataset, model=short_model(t.model), question_id=t.question_id,
                  answerable=t.answerable, cut_char=t.thinking_start + cut, split=split)
-            for t, cut, split in _draw(candidates, targets, rng, per_trace)]
+            for t, cut, split in _draw(candidates, targets, rng, per_trace, long_share, long_tokens)]
 
 
 def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule, taken: set[tuple] = frozenset()) -> list[dict]:
@@ -152,7 +216,7 @@ def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule, 
     vocabs = {m: GgufVocab.from_path(resolve_gguf(m)) for m in {r.s2_model for r in runs}}
     candidates = []
     for r in runs:
-        cuts = [c for c in scan_cuts(r.thinking, vocabs[r.s2_model], rule) if r.thinking[:c].strip()
+        cuts = [(c, n) for c, n in scan_cut_points(r.thinking, vocabs[r.s2_model], rule) if r.thinking[:c].strip()
                 and (r.run_id, c) not in taken]
         candidates.append((r, cuts, bank_split(r.question_id)))
     # Each split takes its share of the cuts there are (at most ``per_trace`` of a run), up to ``total`` in all.
@@ -182,6 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefix", help="the draw's letter for state ids and batches (default: g traces, e runs, v eval); "
                                      "a later draw over the same source takes a new one")
+    ap.add_argument("--forms", action="store_true",
+                    help="draw each statement's form (wording, negation, question, instruction, label, contrast) by FORM_MIX")
+    ap.add_argument("--held-out-per-state", type=int, help="held-out families drawn per test or eval state (default: all)")
+    ap.add_argument("--pairs-per-state", type=int, default=0, help="minimal pairs (both statements) per test or eval state")
+    ap.add_argument("--long-share", type=float, default=0.0, help="traces, eval: share of states cut after --long-tokens")
+    ap.add_argument("--long-tokens", type=int, default=1000, help="thinking tokens (SmolLM2's) before a long state's cut")
+    ap.add_argument("--unlabelled-weight", type=float, default=1.0,
+                    help="draw weight of trained families with no label in bank_labels.jsonl yet (others: 1)")
     ap.add_argument("--families", help="comma-separated trained families to draw statements from (default: all); "
                                        "held-out families always go on test and eval states")
     args = ap.parse_args(argv)
@@ -204,9 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         targets = {"train": args.train, "dev": args.dev, "test": args.test} if args.source == "traces" else {"eval": args.states}
         taken = {(s.dataset, s.model, s.question_id, s.cut_char) for s in existing if s.source == "trace"}
-        drawn = trace_states(targets, args.per_trace, rng, taken)
+        drawn = trace_states(targets, args.per_trace, rng, taken, args.long_share, args.long_tokens)
+    labelled = {family_of(key) for key in read_label_keys()}
+    weights = {f.id: args.unlabelled_weight for f in bank.trained if f.id not in labelled} if args.unlabelled_weight != 1 else {}
+    mix = Mix(forms=args.forms, held_out=args.held_out_per_state, pairs=args.pairs_per_state, weights=weights)
     states = [BankState(sid=f"{prefix}{i:05d}", statements=choose_statements(bank, d["split"], rng, args.per_state,
-                                                                               args.negation_share, only), **d)
+                                                                               args.negation_share, only, mix), **d)
               for i, d in enumerate(drawn)]
     write_jsonl(BANK_STATES, (s.model_dump(exclude_none=True) for s in [*existing, *states]))
     texts = Texts()

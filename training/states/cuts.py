@@ -14,11 +14,17 @@ from soma_local.engine.pauses import PauseRule, cut_offsets, pause_points
 from soma_local.s2.model_files import GgufVocab
 
 
-def scan_cuts(thinking: str, vocab: GgufVocab, rule: PauseRule = PauseRule()) -> list[int]:
-    """Character offsets into ``thinking`` where the live loop would pause."""
+def scan_cut_points(thinking: str, vocab: GgufVocab, rule: PauseRule = PauseRule()) -> list[tuple[int, int]]:
+    """(character offset into ``thinking``, thinking tokens before it) where the live loop would pause."""
     pieces = vocab.pieces(thinking)
     raw = thinking.encode("utf-8")
-    return [len(raw[:b].decode("utf-8", errors="ignore")) for b in cut_offsets(pieces, pause_points(pieces, rule))]
+    points = pause_points(pieces, rule)
+    return [(len(raw[:b].decode("utf-8", errors="ignore")), n) for b, n in zip(cut_offsets(pieces, points), points)]
+
+
+def scan_cuts(thinking: str, vocab: GgufVocab, rule: PauseRule = PauseRule()) -> list[int]:
+    """Character offsets into ``thinking`` where the live loop would pause."""
+    return [c for c, _ in scan_cut_points(thinking, vocab, rule)]
 
 
 @dataclass(frozen=True)
