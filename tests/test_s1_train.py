@@ -39,6 +39,12 @@ def test_a_reworded_pair_keeps_its_meaning(bank):
     negated = _pair(bank, "looping.1.not", 0.05)
     assert {round(reworded(negated, bank, rng, 1.0, 0.5).p, 2) for _ in range(100)} == {0.05, 0.95}
     assert reworded(pair, bank, rng, share=0.0, negation_share=1.0) == pair
+    forms = [reworded(pair, bank, rng, 1.0, 0.0, form_share=1.0) for _ in range(30)]
+    assert {q.key.split(".")[1] for q in forms} == {"question", "instruction", "label"}
+    assert all(q.p == 0.8 and q.statement == bank.statement(q.key) for q in forms)  # a form holds when its wording does
+    contrast = next(f for f in bank.trained if f.contrast is not None)
+    kept = _pair(bank, f"{contrast.id}.contrast", 0.9)
+    assert reworded(kept, bank, rng, 1.0, 0.5, form_share=1.0) == kept  # a contrast means more than its wording
 
 
 def test_held_out_families_never_train_or_fit_t(bank):
@@ -55,12 +61,13 @@ def test_a_step_packs_each_state_with_all_its_statements(bank):
     args = Namespace(epochs=2, seed=0, short_length=96, short_epochs=1, max_length=128, paper_per_epoch=0,
                      reword_share=0.5, negation_share=0.3, batch_size=4)
     tokens = StateTokens(encoder, [p.statement for p in pairs])
-    plan = plan_epochs(pairs, bank, tokens, args)
+    length_of = lambda pair, n: len(tokens.state(pair, n))  # noqa: E731
+    plan = plan_epochs(pairs, bank, length_of, args)
     assert [length for length, _ in plan] == [96, 96, 128, 128]  # the short epoch first
     for epoch in (plan[:2], plan[2:]):  # a step closes once it holds 4 pairs: 2 states, then the last one
         assert sorted(len(step) for _, step in epoch) == [1, 2]
     assert all(len(statements) == 3 for _, step in plan for _, statements in step)
-    assert plan == plan_epochs(pairs, bank, tokens, args)  # the seed fixes the plan, so a resumed run goes on
+    assert plan == plan_epochs(pairs, bank, length_of, args)  # the seed fixes the plan, so a resumed run goes on
     two = next(step for _, step in plan[2:] if len(step) == 2)
     inputs = tokens.batch(two, 128)
     assert len(inputs.segments) == 6 and inputs.inputs["input_ids"].shape[0] == 2

@@ -21,9 +21,9 @@ from torch import nn
 from soma_local.errors import ModelFileError
 from soma_local.s1.base import S1
 from soma_local.s1.cues import text_cues
-from soma_local.s1.model_folders import (model_version, read_config, read_encoder_weights, read_trained_questions,
-                                  read_weights, resolve_backbone, resolve_s1_model)
-from soma_local.s1.state import build_state, longest_tokens, parse_state
+from soma_local.s1.model_folders import (model_version, read_config, read_encoder_weights, read_reader_weights,
+                                  read_trained_questions, read_weights, resolve_backbone, resolve_s1_model)
+from soma_local.s1.state import build_state, format_state, longest_tokens, parse_state
 from soma_local.s1.temperature import scaled_probs
 
 
@@ -77,6 +77,10 @@ class PairEncoder:
     class so a head always sees features computed the same way.
     """
 
+    # Whether ``features`` takes a state with all its reasoning and windows it itself (chunked reading,
+    # whose chunks align to the reasoning's start), rather than a state already cut to the newest tokens.
+    windows_itself = False
+
     def __init__(self, backbone: Path, max_length: int, device: str | None = None, weights: dict | None = None,
                  precision: str | None = None) -> None:
         # The backbone is a local folder: nothing may reach the Hub (no update checks, no telemetry).
@@ -101,6 +105,24 @@ class PairEncoder:
         self.counter = _TokenCounter(self.tok)
         self.special_tokens = self.tok.num_special_tokens_to_add(pair=True)
         self.feature_dim = 2 * self.model.config.hidden_size
+
+    def trainable(self) -> list[nn.Parameter]:
+        """The weights fine-tuning moves (``training.s1.fit``); frozen ones have requires_grad off."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def fast_parameters(self) -> list[nn.Parameter]:
+        """Those of ``trainable`` that are new (no pretrained value) and learn at the head's rate."""
+        return []
+
+    def trained_state(self) -> dict[str, torch.Tensor]:
+        """What a checkpoint keeps of the encoder: the module that holds ``trainable``."""
+        return self.model.state_dict()
+
+    def load_trained_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(state)
+
+    def train_mode(self, on: bool) -> None:
+        self.model.train(on)
 
     def features(self, pairs: Sequence[tuple[str, str]], grad: bool = False) -> torch.Tensor:
         """Features of one batch, on the encoder's device (with gradients only for fine-tuning). A state
@@ -255,9 +277,16 @@ class ClassifierS1(S1):
         folder = resolve_s1_model(str(model) if model else None)
         config = read_config(folder)
         weights = read_weights(folder)
-        encoder = SharedStateEncoder if config.reading == "shared" else PairEncoder
-        self.encoder = encoder(resolve_backbone(config.backbone), input_limit or config.max_length, device,
-                               read_encoder_weights(folder, config), precision)
+        backbone, encoder_weights = resolve_backbone(config.backbone), read_encoder_weights(folder, config)
+        if config.reading == "chunked":
+            from soma_local.s1.chunked import ChunkedStateEncoder
+
+            self.encoder = ChunkedStateEncoder(backbone, input_limit or config.max_length, device, encoder_weights,
+                                               precision, chunk_tokens=config.chunk_tokens,
+                                               reader=read_reader_weights(folder, config))
+        else:
+            encoder = SharedStateEncoder if config.reading == "shared" else PairEncoder
+            self.encoder = encoder(backbone, input_limit or config.max_length, device, encoder_weights, precision)
         self.head = ScoreHead(self.encoder.feature_dim, config.head_hidden)
         try:
             self.head.load_state_dict(weights)
@@ -282,6 +311,11 @@ class ClassifierS1(S1):
 
     def reserve(self, statements: Sequence[str]) -> int:
         return self.encoder.reserve(longest_tokens(statements, self.tokenizer))
+
+    def state_for(self, task: str, reasoning: str, statements: Sequence[str]) -> str:
+        if self.encoder.windows_itself:
+            return format_state(task, reasoning)
+        return super().state_for(task, reasoning, statements)
 
     @torch.inference_mode()
     def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

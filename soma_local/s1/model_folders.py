@@ -75,9 +75,20 @@ class S1ModelConfig(BaseModel):
                                  "max_length); none: max_length")
     cue_heads: dict[str, CueHead] = Field(
         default_factory=dict, description="per monitor named in statements: text cues beside the encoder")
-    reading: Literal["pair", "shared"] = Field(
+    reading: Literal["pair", "shared", "chunked"] = Field(
         "pair", description="pair: the encoder reads each (statement, state) on its own; shared: it reads a state once "
-                            "and each statement attends to it (soma_local.s1.classifier.SharedStateEncoder)")
+                            "and each statement attends to it (soma_local.s1.classifier.SharedStateEncoder); chunked: "
+                            "the whole state in chunks encoded once each, read by the statement's own layers "
+                            "(soma_local.s1.chunked)")
+    chunk_tokens: int | None = Field(None, gt=16, description="chunked reading: tokens of reasoning per chunk")
+    reader_weights: str | None = Field(
+        None, description="chunked reading: file of the statement side's layers and age vectors in this folder")
+
+    @model_validator(mode="after")
+    def _chunked_complete(self) -> "S1ModelConfig":
+        if (self.reading == "chunked") != (self.chunk_tokens is not None and self.reader_weights is not None):
+            raise ValueError("chunked reading needs chunk_tokens and reader_weights, and only it has them")
+        return self
 
     @model_validator(mode="after")
     def _cue_heads_fit(self) -> "S1ModelConfig":
@@ -165,14 +176,21 @@ def read_encoder_weights(folder: Path, config: S1ModelConfig) -> dict | None:
     return _load_tensors(folder / config.encoder_weights) if config.encoder_weights else None
 
 
+def read_reader_weights(folder: Path, config: S1ModelConfig) -> dict | None:
+    """A chunked reader's statement-side tensors, or None for the other readings."""
+    return _load_tensors(folder / config.reader_weights) if config.reader_weights else None
+
+
 def model_version(folder: Path, config: S1ModelConfig, temperature: float | None = None) -> str:
     """A short content hash of what makes the model score as it does: its config (parsed, so line
     endings do not matter), head and encoder weights, and a temperature given in place of the fitted
     one. Score caches, calibration entries and bench result files key on it, so an S1 retrained under
     the same name never reuses its predecessor's numbers."""
     # A field added later is hashed only when set, so older models keep the version they were calibrated with.
-    digest = hashlib.sha256(config.model_dump_json(exclude={"reading"} if config.reading == "pair" else None).encode())
-    for name in (WEIGHTS_FILE, config.encoder_weights):
+    later = {"reading"} if config.reading == "pair" else set()
+    later |= {name for name in ("chunk_tokens", "reader_weights") if getattr(config, name) is None}
+    digest = hashlib.sha256(config.model_dump_json(exclude=later or None).encode())
+    for name in (WEIGHTS_FILE, config.encoder_weights, config.reader_weights):
         if name and (folder / name).is_file():
             part = hashlib.sha256()  # hashlib.file_digest would do this, but only from Python 3.11
             with (folder / name).open("rb") as fh:

@@ -96,15 +96,24 @@ def trainable(pairs: Sequence[Pair], bank: Bank, split: Split) -> list[Pair]:
     return [p for p in pairs if p.split == split and p.family not in held]
 
 
-def reworded(pair: Pair, bank: Bank, rng: random.Random, share: float, negation_share: float) -> Pair:
+# Forms that hold exactly when their family's wordings hold (GENERAL_RUBRIC.md), so a label carries over.
+SAME_TRUTH_FORMS = ("question", "instruction", "label")
+
+
+def reworded(pair: Pair, bank: Bank, rng: random.Random, share: float, negation_share: float,
+             form_share: float = 0.0) -> Pair:
     """With probability ``share``, the same judgement in another wording of its family, or (with
     ``negation_share`` of those) as a negation with label 1 - p: wordings of a family mean the same
-    thing and a negation holds exactly when its wording does not (``statement_bank.toml``)."""
+    thing and a negation holds exactly when its wording does not (``statement_bank.toml``). With
+    ``form_share`` of the rest, it is shown as the family's question, instruction or label instead. A
+    contrast is never reworded: it holds when both of its parts do, not when its family's wording does."""
     family = bank.by_id.get(pair.family)
-    if family is None or rng.random() >= share:
+    if family is None or pair.key.endswith(".contrast") or rng.random() >= share:
         return pair
     i = rng.randrange(len(family.wordings))
     negate = rng.random() < negation_share
     key = f"{family.id}.{i}" + (".not" if negate else "")
+    if not negate and form_share and rng.random() < form_share:
+        key = f"{family.id}.{rng.choice(SAME_TRUTH_FORMS)}"
     p = pair.p if negate == pair.negated else 1.0 - pair.p
     return replace(pair, key=key, statement=bank.statement(key), p=p)

@@ -46,16 +46,18 @@ def fine_tune(encoder: PairEncoder, head: ScoreHead, plan: Sequence, batch: Call
     torch.manual_seed(settings.seed)
     if settings.freeze_embeddings:  # the word embeddings are half of MiniLM's weights and barely move
         encoder.model.get_input_embeddings().weight.requires_grad_(False)
-    trained = [p for p in encoder.model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW([{"params": trained, "lr": settings.lr},
-                               {"params": head.parameters(), "lr": settings.head_lr}], weight_decay=settings.weight_decay)
+    trained = encoder.trainable()
+    fast = {id(p) for p in encoder.fast_parameters()}  # new weights that start at zero learn at the head's rate
+    optim = torch.optim.AdamW([{"params": [p for p in trained if id(p) not in fast], "lr": settings.lr},
+                               {"params": [*head.parameters(), *(p for p in trained if id(p) in fast)], "lr": settings.head_lr}],
+                              weight_decay=settings.weight_decay)
     total = len(plan)
     warm = max(1, int(settings.warmup * total))
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
     step = 0
     if checkpoint.exists():
         state = torch.load(checkpoint, weights_only=True)
-        encoder.model.load_state_dict(state["encoder"])
+        encoder.load_trained_state(state["encoder"])
         head.load_state_dict(state["head"])
         optim.load_state_dict(state["optim"])
         sched.load_state_dict(state["sched"])
@@ -64,7 +66,7 @@ def fine_tune(encoder: PairEncoder, head: ScoreHead, plan: Sequence, batch: Call
     loss_fn = torch.nn.BCEWithLogitsLoss()
     t0, seen, done, recent = time.perf_counter(), 0, 0, []
     for step in range(step, total):
-        encoder.model.train()
+        encoder.train_mode(True)
         head.train()
         inputs, labels = batch(plan[step])
         loss = loss_fn(head(encoder.run(inputs, grad=True)).float(), torch.as_tensor(labels, dtype=torch.float32, device=encoder.device))
@@ -81,6 +83,6 @@ def fine_tune(encoder: PairEncoder, head: ScoreHead, plan: Sequence, batch: Call
                   f"(~{(total - step - 1) * spent / done / 60:.0f} min left)", flush=True)
             recent = []
         if (step + 1) % settings.checkpoint_every == 0 or step + 1 == total:
-            torch.save({"encoder": encoder.model.state_dict(), "head": head.state_dict(), "optim": optim.state_dict(),
+            torch.save({"encoder": encoder.trained_state(), "head": head.state_dict(), "optim": optim.state_dict(),
                         "sched": sched.state_dict(), "step": step + 1}, checkpoint)
     return Throughput(seen, time.perf_counter() - t0)

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -91,10 +91,11 @@ class StateTokens:
 Step = tuple[int, list[tuple[Pair, list[tuple[str, float]]]]]  # (input length, [(state, [(statement, label)])])
 
 
-def plan_epochs(pairs: Sequence[Pair], bank: Bank, tokens: StateTokens, args) -> list[Step]:
-    """One entry per step, fixed by the seed: states of similar length, each with every statement
-    labelled on it (a share reworded or negated anew each epoch), about ``--batch-size`` pairs a step.
-    Paper states carry one statement each, so only ``--paper-per-epoch`` of them join an epoch."""
+def plan_epochs(pairs: Sequence[Pair], bank: Bank, length_of: Callable[[Pair, int], int], args) -> list[Step]:
+    """One entry per step, fixed by the seed: states of similar length (``length_of(pair, input
+    length)``), each with every statement labelled on it (a share reworded, negated or put in another
+    form anew each epoch), about ``--batch-size`` pairs a step. Paper states carry one statement each, so
+    only ``--paper-per-epoch`` of them join an epoch."""
     by_state: dict[str, list[Pair]] = {}
     for p in pairs:
         by_state.setdefault(p.sid, []).append(p)
@@ -107,8 +108,9 @@ def plan_epochs(pairs: Sequence[Pair], bank: Bank, tokens: StateTokens, args) ->
         chosen = bank_states + rng.sample(paper_states, min(args.paper_per_epoch, len(paper_states)))
         units = []
         for group in chosen:
-            shown = [reworded(p, bank, rng, args.reword_share, args.negation_share) for p in group]
-            units.append((len(tokens.state(group[0], length)) + rng.random() * 24, group[0], [(q.statement, q.p) for q in shown]))
+            shown = [reworded(p, bank, rng, args.reword_share, args.negation_share, getattr(args, "form_share", 0.0))
+                     for p in group]
+            units.append((length_of(group[0], length) + rng.random() * 24, group[0], [(q.statement, q.p) for q in shown]))
         units.sort(key=lambda u: u[0])
         steps, current, size = [], [], 0
         for _, state, statements in units:
@@ -308,7 +310,7 @@ def train(encoder: PairEncoder, head: ScoreHead, pairs: Sequence[Pair], train_pa
     statements = [bank.statement(f"{f.id}.{i}{neg}") for f in bank.family for i in range(len(f.wordings)) for neg in ("", ".not")]
     tokens = StateTokens(encoder, statements + sorted({p.statement for p in pairs}))
     t0 = time.perf_counter()
-    plan = plan_epochs(train_pairs, bank, tokens, args)
+    plan = plan_epochs(train_pairs, bank, lambda pair, n: len(tokens.state(pair, n)), args)
     print(f"{len(plan)} steps of about {args.batch_size} pairs, {sum(len(st) for _, step in plan for _, st in step)} pairs in "
           f"{args.epochs} epochs; states tokenised in {time.perf_counter() - t0:.0f} s; "
           f"bf16 autocast {'on' if encoder.bf16 else 'off'}, {torch.get_num_threads()} threads", flush=True)

@@ -41,6 +41,8 @@ from soma_local.calibration.recorded import load_all, reserved_questions
 from soma_local.data_dir import data_dir
 from soma_local.engine.pauses import PauseRule
 from soma_local.errors import DataError
+from soma_local.s1.cues import window as limit_h
+from soma_local.s1.state import format_state, parse_state
 from soma_local.s2.model_files import GgufVocab, resolve_gguf
 from training.bank.statement_bank import Bank, Family, Split, bank_split, family_of, load_bank
 from training.paths import BANK_BATCHES, BANK_LABELS, BANK_STATES, S2_RUNS, shown
@@ -64,6 +66,10 @@ class BankState(BaseModel):
     cut_char: int  # trace: offset into the trace's output; run: offset into the run's thinking
     split: Split
     statements: dict[str, str]
+    # A "newest part" state (``halves``): only the newest this many characters of H are shown, cut at a
+    # line break, so a reader's label says whether the statement still holds without the older part.
+    keep_chars: int | None = None
+    of_sid: str | None = None  # the whole state it was cut from
 
 
 def read_states(path: Path = BANK_STATES) -> list[BankState]:
@@ -89,6 +95,13 @@ class Texts:
         self.runs = {r.run_id: r for r in read_runs()}
 
     def state(self, ref: BankState) -> str:
+        text = self._whole(ref)
+        if ref.keep_chars is None:
+            return text
+        task, reasoning = parse_state(text)
+        return format_state(task, limit_h(reasoning, ref.keep_chars))
+
+    def _whole(self, ref: BankState) -> str:
         if ref.source == "trace":
             trace = self.traces.get(trace_key(ref.dataset, ref.model, ref.question_id))
             if trace is None:
@@ -228,10 +241,43 @@ def run_states(total: int, per_trace: int, rng: random.Random, rule: PauseRule, 
             for r, cut, split in _draw(candidates, targets, rng, per_trace)]
 
 
+def draw_statements(drawn: list[dict], bank: Bank, rng: random.Random, args, only: frozenset[str] | None,
+                    prefix: str) -> list[BankState]:
+    labelled = {family_of(key) for key in read_label_keys()}
+    weights = {f.id: args.unlabelled_weight for f in bank.trained if f.id not in labelled} if args.unlabelled_weight != 1 else {}
+    mix = Mix(forms=args.forms, held_out=args.held_out_per_state, pairs=args.pairs_per_state, weights=weights)
+    return [BankState(sid=f"{prefix}{i:05d}", statements=choose_statements(bank, d["split"], rng, args.per_state,
+                                                                             args.negation_share, only, mix), **d)
+            for i, d in enumerate(drawn)]
+
+
+def halves(existing: Sequence[BankState], of: set[str], min_tokens: int, n: int, prefix: str,
+           rng: random.Random) -> list[BankState]:
+    """``n`` long test or eval states of the draws ``of`` (H of ``min_tokens`` thinking tokens or more), each
+    as its newest half: the same reference and statements, only the newest half of H's characters shown.
+    Where a reader finds a statement holding on the whole state but not on its newest half, its evidence
+    sits only in the older half: what a reader of the newest window alone cannot see."""
+    texts = Texts()
+    vocab = GgufVocab.from_path(resolve_gguf(None))
+    long = []
+    for s in existing:
+        if s.sid[0] in of and s.split in ("test", "eval") and s.keep_chars is None:
+            reasoning = parse_state(texts.state(s))[1]
+            if len(vocab.pieces(reasoning)) >= min_tokens:
+                long.append((s, len(reasoning) // 2))
+    if len(long) < n:
+        raise DataError(f"only {len(long)} test and eval states of draws {''.join(sorted(of))} hold {min_tokens} tokens; {n} wanted")
+    return [s.model_copy(update={"sid": f"{prefix}{i:05d}", "keep_chars": keep, "of_sid": s.sid})
+            for i, (s, keep) in enumerate(rng.sample(long, n))]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.states.bank_batches", description=__doc__.split("\n\n")[0])
-    ap.add_argument("source", choices=["traces", "runs", "eval"],
-                    help="traces: the training half; runs: the embedded S2 runs; eval: the other half, for measuring only")
+    ap.add_argument("source", choices=["traces", "runs", "eval", "halves"],
+                    help="traces: the training half; runs: the embedded S2 runs; eval: the other half, for measuring only; "
+                         "halves: the newest half of long test and eval states already drawn, with their statements")
+    ap.add_argument("--of", default="m", help="halves: the draws (letters) whose long states are halved")
+    ap.add_argument("--min-tokens", type=int, default=1000, help="halves: thinking tokens (SmolLM2's) a state's H must hold")
     ap.add_argument("--train", type=int, default=1150, help="traces: states of train questions")
     ap.add_argument("--dev", type=int, default=250, help="traces: states of dev questions")
     ap.add_argument("--test", type=int, default=300, help="traces: states of test questions")
@@ -270,19 +316,17 @@ def main(argv: list[str] | None = None) -> int:
     if any(s.sid.startswith(prefix) for s in existing):
         raise DataError(f"{shown(BANK_STATES)} already has states {prefix}*; choose another --prefix, or delete them to draw again")
     rng = random.Random(f"{args.seed}:{args.source}" + (f":{prefix}" if args.prefix else ""))
-    if args.source == "runs":
-        taken = {(s.run_id, s.cut_char) for s in existing if s.source == "run"}
-        drawn = run_states(args.states, args.per_trace, rng, PauseRule(args.interval), taken)
+    if args.source == "halves":
+        states = halves(existing, set(args.of), args.min_tokens, args.states, prefix, rng)
     else:
-        targets = {"train": args.train, "dev": args.dev, "test": args.test} if args.source == "traces" else {"eval": args.states}
-        taken = {(s.dataset, s.model, s.question_id, s.cut_char) for s in existing if s.source == "trace"}
-        drawn = trace_states(targets, args.per_trace, rng, taken, args.long_share, args.long_tokens)
-    labelled = {family_of(key) for key in read_label_keys()}
-    weights = {f.id: args.unlabelled_weight for f in bank.trained if f.id not in labelled} if args.unlabelled_weight != 1 else {}
-    mix = Mix(forms=args.forms, held_out=args.held_out_per_state, pairs=args.pairs_per_state, weights=weights)
-    states = [BankState(sid=f"{prefix}{i:05d}", statements=choose_statements(bank, d["split"], rng, args.per_state,
-                                                                               args.negation_share, only, mix), **d)
-              for i, d in enumerate(drawn)]
+        if args.source == "runs":
+            taken = {(s.run_id, s.cut_char) for s in existing if s.source == "run"}
+            drawn = run_states(args.states, args.per_trace, rng, PauseRule(args.interval), taken)
+        else:
+            targets = {"train": args.train, "dev": args.dev, "test": args.test} if args.source == "traces" else {"eval": args.states}
+            taken = {(s.dataset, s.model, s.question_id, s.cut_char) for s in existing if s.source == "trace"}
+            drawn = trace_states(targets, args.per_trace, rng, taken, args.long_share, args.long_tokens)
+        states = draw_statements(drawn, bank, rng, args, only, prefix)
     write_jsonl(BANK_STATES, (s.model_dump(exclude_none=True) for s in [*existing, *states]))
     texts = Texts()
 

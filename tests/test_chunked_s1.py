@@ -1,0 +1,84 @@
+"""Whole-state reading (``soma_local.s1.chunked``): chunks read as shared reading reads a state, reused by
+content across scans, windowed by whole chunks aligned to the reasoning's start."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import BertConfig
+from transformers.models.bert.modeling_bert import BertLayer
+
+from soma_local.s1.chunked import MAX_AGE, ChunkedStateEncoder, ChunkCache, _reader_layer
+from soma_local.s1.classifier import SharedStateEncoder
+from soma_local.s1.model_folders import read_config, read_encoder_weights, resolve_backbone, resolve_s1_model
+from soma_local.s1.state import format_state
+
+LINE = "Each box holds 12 apples, so 3 boxes hold 3 * 12 = 36 apples; 36 - 5 = 31 are left.\n"
+
+
+@pytest.fixture(scope="module")
+def weights():
+    folder = resolve_s1_model("minilm-statements")
+    config = read_config(folder)
+    return resolve_backbone(config.backbone), read_encoder_weights(folder, config)
+
+
+def chunked(weights, chunk_tokens: int = 64, max_length: int = 2048, cache: int = 64) -> ChunkedStateEncoder:
+    return ChunkedStateEncoder(*weights[:1], max_length, "cpu", weights[1], "float32", chunk_tokens=chunk_tokens,
+                               cache_chunks=cache)
+
+
+def test_one_chunk_reads_exactly_as_shared_reading_does(weights):
+    torch.set_num_threads(1)
+    shared = SharedStateEncoder(weights[0], 384, "cpu", weights[1], "float32")
+    reader = chunked(weights, chunk_tokens=300)
+    text = LINE * 3  # not an S1 state: read as reasoning alone, one chunk
+    pairs = [("The reasoning is re-checking an answer.", text), ("The reasoning has stated a final answer.", text)]
+    assert torch.allclose(shared.features(pairs), reader.features(pairs), atol=1e-4)
+
+
+def test_a_later_scan_reuses_every_chunk_but_the_newest(weights):
+    reader = chunked(weights)
+    statements = ["Is the reasoning going in circles?", "The reasoning restated the task."]
+    task = "A farmer has 3 boxes of 12 apples and eats 5. How many are left?"
+    first = format_state(task, LINE * 12)
+    reader.features([(s, first) for s in statements])
+    encoded = reader.cache.misses
+    second = format_state(task, LINE * 13)
+    warm = reader.features([(s, second) for s in statements])
+    assert reader.cache.misses - encoded <= 2  # the grown partial chunk and any new one
+    assert reader.cache.hits >= len(reader.chunks_of(second)[0]) - 2
+    cold = chunked(weights).features([(s, second) for s in statements])
+    assert torch.allclose(warm, cold, atol=1e-5)  # reuse changes nothing
+
+
+def test_the_window_slides_by_whole_chunks_aligned_to_the_reasoning(weights):
+    reader = chunked(weights, chunk_tokens=64, max_length=400)
+    task = "How many apples are left?"
+    short_chunks, ages = reader.chunks_of(format_state(task, LINE * 4))
+    long_chunks, long_ages = reader.chunks_of(format_state(task, LINE * 40))
+    assert ages[0] == 0 and ages[1:] == sorted(ages[1:], reverse=True) and ages[-1] == 1  # task, then oldest to newest
+    assert sum(len(c) + 1 for c in long_chunks) <= 400
+    everything = reader.counter.encode(LINE * 40)
+    body = [t for c in long_chunks[1:] for t in c]
+    assert everything[len(everything) - len(body):] == body  # the newest tokens, whole chunks
+    assert (len(everything) - len(body)) % 64 == 0  # chunks start where the reasoning's 64-token chunks start
+    assert max(long_ages) < MAX_AGE
+
+
+def test_age_vectors_enter_as_if_added_to_every_key_and_value():
+    torch.manual_seed(0)
+    layer = BertLayer(BertConfig(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    hidden, own = torch.randn(2, 5, 64), torch.ones(2, 5, 5, dtype=torch.bool)
+    state, age = torch.randn(2, 4, 7, 16), torch.randn(2, 4, 3, 16)
+    bounds, chunk_of = [(0, 2), (2, 5), (5, 7)], torch.tensor([0, 0, 1, 1, 1, 2, 2])
+    fast = _reader_layer(layer, hidden, own, state, age, bounds)
+    plain = _reader_layer(layer, hidden, own, state + age[:, :, chunk_of], torch.zeros_like(age), bounds)
+    assert torch.allclose(fast, plain, atol=1e-5)
+
+
+def test_the_cache_is_bounded_and_keyed_by_content():
+    cache = ChunkCache(capacity=2)
+    for ids in ([1, 2], [3, 4], [5, 6]):
+        cache.put(ids, object())
+    assert len(cache) == 2 and cache.get([1, 2]) is None and cache.get([5, 6]) is not None
