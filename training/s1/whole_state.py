@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -177,7 +178,7 @@ def ship(out: Path, encoder: ChunkedStateEncoder, head: ScoreHead, init_config: 
               str(out / READER_WEIGHTS_FILE))
     save_file({k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}, str(out / WEIGHTS_FILE))
     config = S1ModelConfig(backbone=init_config.backbone, max_length=args.max_length, head_hidden=0, temperature=1.0,
-                           encoder_weights=f"../{init_folder.name}/{init_config.encoder_weights}", reading="chunked",
+                           encoder_weights=os.path.relpath(init_folder / init_config.encoder_weights, out), reading="chunked",
                            chunk_tokens=args.chunk_tokens, reader_weights=READER_WEIGHTS_FILE)
     (out / "config.json").write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out / CARD_FILE).write_text("", encoding="utf-8")
