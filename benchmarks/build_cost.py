@@ -56,14 +56,14 @@ def unpacked(wheel: Path) -> Path:
 def child(tokens: int, threads: int, seed: int) -> dict:
     """One build's measurement, in its own process (a process can load only one llama_cpp)."""
     from soma_local.cli.args import DEMO_QUESTION
+    from soma_local.engine.supervise import RunConfig, run_prompt
     from soma_local.s2.base import SamplingParams
-    from soma_local.s2.formats import detect_thinking, prompt_for, prompt_ids, system_prompt
+    from soma_local.s2.formats import prompt_ids
     from soma_local.s2.llama_cpp import LlamaCppS2, build_info
     from soma_local.s2.model_files import resolve_gguf
 
     s2 = LlamaCppS2(resolve_gguf(None), n_ctx=4096, n_threads=threads, sampling=SamplingParams(seed=seed))
-    fmt = detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
-    ids = prompt_ids(s2, prompt_for(s2, DEMO_QUESTION, fmt=fmt, system=system_prompt(fmt, supervised=True)))
+    ids = prompt_ids(s2, run_prompt(s2, DEMO_QUESTION, RunConfig(), supervised=True)[1])  # the demo's own prompt
     generated: list[int] = []
     seconds = 0.0
     while len(generated) < tokens:

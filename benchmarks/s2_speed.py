@@ -65,7 +65,7 @@ from soma_local.engine.pauses import PauseRule
 from soma_local.engine.supervise import RunConfig, supervise
 from soma_local.s1.factory import load_s1
 from soma_local.s2.base import S2Backend, SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, prompt_ids, system_prompt
+from soma_local.s2.formats import ThinkingFormat, backend_thinking, prompt_for, prompt_ids, system_prompt
 from soma_local.s2.llama_cpp import LlamaCppS2
 from soma_local.s2.model_files import resolve_gguf
 
@@ -285,7 +285,7 @@ def t_eval_check(s2: LlamaCppS2, p: Prompt, sampling: SamplingParams, tokens: in
 
 def bench_decode(s2: LlamaCppS2, prompts: list[str], tokens: int, rounds: int, sampling: SamplingParams
                  ) -> dict:
-    fmt = detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
+    fmt = backend_thinking(s2)
     ids = [prompt_ids(s2, prompt_for(s2, q, fmt=fmt, system=system_prompt(fmt, False))) for q in prompts]
     split: dict[str, list[float]] = {"decode": [], "sample": [], "rest": []}
     chosen = choose_seeds(s2, ids, tokens, sampling, split)

@@ -82,3 +82,23 @@ def test_the_cache_is_bounded_and_keyed_by_content():
     for ids in ([1, 2], [3, 4], [5, 6]):
         cache.put(ids, object())
     assert len(cache) == 2 and cache.get([1, 2]) is None and cache.get([5, 6]) is not None
+
+
+def test_a_chunked_folder_loads_as_a_classifier_and_reads_the_whole_reasoning(tmp_path):
+    from argparse import Namespace
+
+    from soma_local.s1.base import S1Query
+    from soma_local.s1.classifier import ClassifierS1
+    from training.s1.whole_state import build, ship
+
+    args = Namespace(init="minilm-statements", max_length=2048, chunk_tokens=128, device="cpu", precision="float32")
+    encoder, head, config, folder = build(args)
+    out = tmp_path / "whole"
+    ship(out, encoder, head, config, folder, args)
+    s1 = ClassifierS1(out, device="cpu", precision="float32")
+    assert s1.encoder.windows_itself and s1.input_limit == 2048
+    task, reasoning = "How many apples are left?", "The task restated: 3 boxes of 12, 5 eaten.\n" + LINE * 30
+    assert s1.state_for(task, reasoning, ["x"]).endswith(reasoning)  # the encoder windows it, by whole chunks
+    first = s1.score([S1Query("Is the reasoning going in circles?", task, reasoning)])[0]
+    assert 0.0 < first < 1.0 and len(s1.encoder.cache) > 0
+    assert s1.version != ClassifierS1("minilm-statements", device="cpu", precision="float32").version

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from soma_local.cli.args import DEMO_QUESTION
 from soma_local.s2.base import SamplingParams
-from soma_local.s2.formats import detect_thinking, prompt_for, prompt_ids, system_prompt
+from soma_local.engine.supervise import RunConfig, run_prompt
+from soma_local.s2.formats import prompt_ids
 from soma_local.s2.llama_cpp import LlamaCppS2, build_info
 
 EXPECTED = Path(__file__).parent / "data" / "smollm2_demo_seed0.json"
@@ -28,8 +29,7 @@ SEED = 0
 def _generate(model: Path, threads: int) -> tuple[list[int], str]:
     s2 = LlamaCppS2(model, n_ctx=1024, n_threads=threads, sampling=SamplingParams(seed=SEED))
     try:
-        fmt = detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
-        s2.load_prompt(prompt_ids(s2, prompt_for(s2, DEMO_QUESTION, fmt=fmt, system=system_prompt(fmt, supervised=True))))
+        s2.load_prompt(prompt_ids(s2, run_prompt(s2, DEMO_QUESTION, RunConfig(), supervised=True)[1]))  # the demo's prompt
         chunk = s2.generate(TOKENS)
         return chunk.ids, chunk.text
     finally:

@@ -84,3 +84,14 @@ def test_figures_count_families_and_where_p_sits(bank):
     assert out["families"][held]["auroc"] == 1.0 and out["families"][held]["held_out"]
     assert out["middle"]["median_p_reader_ge_0.8"] == pytest.approx(0.8)
     assert out["middle"]["median_p_reader_le_0.2"] == pytest.approx(0.3)
+
+
+def test_forms_and_minimal_pairs_are_reported_apart(bank):
+    pair = bank.minimal_pair[0]
+    pairs = [_pair(bank, pair.a, 0.9, "s"), _pair(bank, pair.b, 0.1, "s"), _pair(bank, pair.a, 0.1, "t"),
+             _pair(bank, pair.b, 0.9, "t"), _pair(bank, "looping.question", 0.9, "s"), _pair(bank, "looping.2.not", 0.1, "t")]
+    out = bank_eval.figures(pairs, np.array([0.8, 0.3, 0.6, 0.4, 0.7, 0.2]), bank)
+    assert out["minimal_pairs"] == {"n": 2, "ordered": 0.5}  # state s ordered as the readers did, state t not
+    assert {"question", "negation"} <= set(out["forms"])
+    assert [bank_eval.form_of(k) for k in ("looping.0", "looping.0.not", "looping.label", "overthinking")] == \
+        ["wording", "negation", "label", "paper"]

@@ -20,7 +20,7 @@ from soma_local.engine.events import Listener
 from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1, S1Query
 from soma_local.s2.base import S2Backend, SamplingParams
-from soma_local.s2.formats import Prompt, ThinkingFormat, detect_thinking, prompt_for, system_prompt
+from soma_local.s2.formats import Prompt, ThinkingFormat, backend_thinking, prompt_for, system_prompt
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.session import Pause, Session
 from soma_local.engine.trace import (
@@ -129,7 +129,7 @@ def _adapted_versions(s1: S1 | None, monitors: Sequence[Monitor]) -> dict[str, s
 def run_prompt(s2: S2Backend, question: Task, config: RunConfig, supervised: bool) -> tuple[ThinkingFormat, Prompt]:
     """The thinking format and the prompt a run of ``question`` gives S2 (its chat template, the system
     prompt, the opening tag); the Python API counts its tokens before it runs."""
-    fmt = config.thinking or detect_thinking(s2.chat_template or "", s2.is_single_token("</think>"))
+    fmt = config.thinking or backend_thinking(s2)
     return fmt, prompt_for(s2, question, fmt=fmt, system=system_prompt(fmt, supervised=supervised,
                                                                          extra=config.extra_system))
 

@@ -52,6 +52,11 @@ def detect_thinking(chat_template: str, close_is_single_token: bool) -> Thinking
     return ThinkingFormat("native" if native else "prompted")
 
 
+def backend_thinking(backend: S2Backend) -> ThinkingFormat:
+    """The thinking format a backend's own chat template and vocabulary imply."""
+    return detect_thinking(backend.chat_template or "", backend.is_single_token("</think>"))
+
+
 def system_prompt(fmt: ThinkingFormat, supervised: bool, extra: str | None = None) -> str | None:
     parts = []
     if fmt.mode == "prompted":

@@ -62,6 +62,14 @@ def figures(pairs: Sequence[Pair], p: np.ndarray, bank: Bank) -> dict:
     out["families"] = {f: {"n": int(((fam == f) & ok).sum()), "positives": int(y[(fam == f) & ok].sum()),
                            "held_out": bool(held[fam == f][0]), "auroc": _auroc(p[(fam == f) & ok], y[(fam == f) & ok])}
                        for f in sorted(set(fam))}
+    forms = np.array([form_of(q.key) for q in pairs])
+    out["forms"] = {}
+    for form in FORM_ORDER:
+        for name, mask in (("trained", ~held & ok & (forms == form)), ("held_out", held & ok & (forms == form))):
+            if mask.any():
+                out["forms"].setdefault(form, {})[name] = {"n": int(mask.sum()), "positives": int(y[mask].sum()),
+                                                           "auroc": _auroc(p[mask], y[mask])}
+    out["minimal_pairs"] = minimal_pairs(pairs, p, bank)
     high, low = ok & (soft >= 0.8), ok & (soft <= 0.2)
     out["middle"] = {"median_p_reader_ge_0.8": float(np.median(p[high])) if high.any() else None,
                      "median_p_reader_le_0.2": float(np.median(p[low])) if low.any() else None,
@@ -69,17 +77,60 @@ def figures(pairs: Sequence[Pair], p: np.ndarray, bank: Bank) -> dict:
     return out
 
 
-def negation_gap(s1: S1, pairs: Sequence[Pair], bank: Bank, progress: str = "") -> dict:
-    """Mean |p(s) + p(not s) - 1| with s each bank pair's wording and not s its negation, on its state."""
-    bank_only = [q for q in pairs if q.family in bank.by_id]
-    positive = [bank.statement(q.key.removesuffix(".not")) for q in bank_only]
-    negative = [bank.statement(q.key.removesuffix(".not") + ".not") for q in bank_only]
-    p_pos = score(s1, bank_only, positive, progress and f"{progress} (wordings)")
-    p_neg = score(s1, bank_only, negative, progress and f"{progress} (negations)")
-    gap = np.abs(p_pos + p_neg - 1)
-    held = np.isin([q.family for q in bank_only], [f.id for f in bank.held_out])
-    return {"mean_abs_gap": float(np.nanmean(gap)), "trained": float(np.nanmean(gap[~held])) if (~held).any() else None,
-            "held_out": float(np.nanmean(gap[held])) if held.any() else None, "n": int((~np.isnan(gap)).sum())}
+FORM_ORDER = ("wording", "negation", "question", "instruction", "label", "contrast", "paper")
+
+
+def form_of(key: str) -> str:
+    """How a statement is written: a family's wording, its negation, one of its forms, or a paper monitor."""
+    parts = key.split(".")
+    if len(parts) == 1:
+        return "paper"
+    if key.endswith(".not"):
+        return "negation"
+    return "wording" if parts[1].isdigit() else parts[1]
+
+
+def minimal_pairs(pairs: Sequence[Pair], p: np.ndarray, bank: Bank) -> dict:
+    """On states where the readers put a minimal pair's two statements on opposite sides of 0.5, the share
+    the S1 orders the same way: it reads the one condition they differ in, not their shared topic."""
+    declared = {frozenset((m.a, m.b)) for m in bank.minimal_pair}
+    at = {(q.sid, q.key): i for i, q in enumerate(pairs)}
+    right = n = 0
+    for (sid, key), i in at.items():
+        for m in declared:
+            if key in m and key == min(m):
+                other = at.get((sid, max(m)))
+                if other is None or np.isnan(p[i]) or np.isnan(p[other]):
+                    continue
+                ya, yb = pairs[i].p >= 0.5, pairs[other].p >= 0.5
+                if ya != yb:
+                    n += 1
+                    right += (p[i] > p[other]) == ya
+    return {"n": n, "ordered": float(right / n) if n else None}
+
+
+def consistency(s1: S1, pairs: Sequence[Pair], bank: Bank, progress: str = "") -> tuple[np.ndarray, dict, dict]:
+    """p of each pair, and two rules a reader of meaning obeys, in one pass over the states (a state is
+    encoded once for all its statements): a statement and its negation, mean |p(s) + p(not s) - 1| (s the
+    pair's family wording, not s its negation), and two wordings of one family, mean |p(w1) - p(w2)|."""
+    bank_only = [i for i, q in enumerate(pairs) if q.family in bank.by_id and not q.key.endswith(".contrast")]
+    base = [pairs[i].key.split(".")[0] + "." + (pairs[i].key.split(".")[1] if pairs[i].key.split(".")[1].isdigit() else "0")
+            for i in bank_only]
+    other = [f"{k.split('.')[0]}.{(int(k.split('.')[1]) + 1) % len(bank.by_id[k.split('.')[0]].wordings)}" for k in base]
+    rows = list(pairs) + [pairs[i] for i in bank_only] * 3
+    texts = ([q.statement for q in pairs] + [bank.statement(k) for k in base] + [bank.statement(k + ".not") for k in base]
+             + [bank.statement(k) for k in other])
+    p = score(s1, rows, texts, progress)
+    n, m = len(pairs), len(bank_only)
+    p_pos, p_neg, p_alt = p[n : n + m], p[n + m : n + 2 * m], p[n + 2 * m :]
+    held = np.isin([pairs[i].family for i in bank_only], [f.id for f in bank.held_out])
+
+    def summary(gap: np.ndarray) -> dict:
+        return {"mean_abs_gap": float(np.nanmean(gap)) if m else None,
+                "trained": float(np.nanmean(gap[~held])) if (~held).any() else None,
+                "held_out": float(np.nanmean(gap[held])) if held.any() else None, "n": int((~np.isnan(gap)).sum())}
+
+    return p[:n], summary(np.abs(p_pos + p_neg - 1)), summary(np.abs(p_pos - p_alt))
 
 
 def family_table(sets: dict[str, dict]) -> str:
@@ -96,6 +147,16 @@ def family_table(sets: dict[str, dict]) -> str:
                          else f"n/a ({c['n']}, {c['positives']}+)")
         held = any(s["families"].get(f, {}).get("held_out") for s in sets.values())
         rows.append(f"| {f} | {'yes' if held else ''} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def form_table(sets: dict[str, dict]) -> str:
+    """Markdown: AUROC (n, positives) per form of statement, trained and held-out families, in each set."""
+    rows = ["| set | form | trained families | held-out families |", "|---|---|---:|---:|"]
+    cell = lambda c: "-" if not c else f"{c['auroc']:.3f} ({c['n']}, {c['positives']}+)" if c["auroc"] is not None else f"n/a ({c['n']})"  # noqa: E731
+    for name, s in sets.items():
+        for form, g in s.get("forms", {}).items():
+            rows.append(f"| {name} | {form} | {cell(g.get('trained'))} | {cell(g.get('held_out'))} |")
     return "\n".join(rows)
 
 

@@ -90,6 +90,13 @@ def all_pairs(bank: Bank, root: Path | None = None) -> list[Pair]:
     return pairs
 
 
+def whole_states(pairs: Sequence[Pair]) -> list[Pair]:
+    """The pairs less those of "newest half" states (``bank_batches halves``): a measure of their own
+    (``benchmarks.s1_early_evidence``), which would count their whole states' statements twice elsewhere."""
+    halves = {s.sid for s in read_states() if s.keep_chars is not None}
+    return [p for p in pairs if p.sid not in halves]
+
+
 def trainable(pairs: Sequence[Pair], bank: Bank, split: Split) -> list[Pair]:
     """Pairs of ``split`` whose family may be trained on, fitted or chosen on (never a held-out one)."""
     held = {f.id for f in bank.held_out}

@@ -105,12 +105,21 @@ READINGS = {
     "shared": ("Shared reading (`config.json`: `reading = shared`): the state is encoded once, its tokens attending "
                "only to each other, and each statement's tokens attend to themselves and to the state, so all the "
                "monitors of a pause cost about one state encoding."),
+    "chunked": ("Whole-state reading (`config.json`: `reading = chunked`, `soma_local/s1/chunked.py`): the task and "
+                "the reasoning, in chunks of {chunk} tokens aligned to the reasoning's start, are encoded one chunk at a "
+                "time by the frozen encoder named above (each chunk's tokens attend only to their chunk), and each "
+                "statement's tokens attend at every layer to every chunk through the statement side's own layers, "
+                "with a learned vector for each chunk's age (the task, the newest chunk, the one before, ...). "
+                "A chunk's encodings are kept by content, so a scan re-encodes only the newest chunk or two; the "
+                "window is the newest whole chunks that fit {limit} tokens."),
 }
+
+TRAINERS = {"chunked": "training.s1.whole_state"}  # which module trained a reading's S1 (default: statement_reader)
 
 
 def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
     """The card of a statement-reading S1 (``training.s1.statement_reader``): what it reads, its data, every figure."""
-    from training.bank.evaluate import family_table, pooled_table
+    from training.bank.evaluate import family_table, form_table, pooled_table
 
     data, m = metrics.get("data", {}), metrics["measured"]
     speed = metrics.get("throughput", {})
@@ -126,14 +135,19 @@ def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
                 f"{config.state_limit}-token state, `soma_local/s1/cues.py`, fitted on the train split's reader labels and "
                 f"joined to the encoder on dev; they apply to those two exact statements only); the encoder alone: "
                 + ", ".join(f"{k} {fmt(v['auroc'])}" for k, v in alone.items()))
+    trainer = TRAINERS.get(config.reading, "training.s1.statement_reader")
+    reading = READINGS[config.reading].format(chunk=config.chunk_tokens, limit=config.max_length)
+    weights = (f"The statement side ships in `{config.reader_weights}` (half precision) with `head.safetensors`; the state "
+               f"side is the frozen encoder `{config.encoder_weights}`, shared with the model it was built from"
+               if config.reading == "chunked" else
+               f"The fine-tuned weights ship in `{config.encoder_weights}` (half precision) with `head.safetensors`")
     return f"""# S1 model `{name}`: reads any statement
 
-A `{config.backbone}` encoder, fine-tuned end to end with a linear head, reads
+A `{config.backbone}` encoder, fine-tuned with a linear head, reads
 `[statement] [SEP] Task: Q / Reasoning so far: H` (at most {config.max_length} backbone tokens; the task is
 kept whole and the oldest reasoning dropped) and returns one logit z; p = sigmoid(z / T), T = {config.temperature:.3f}
-(fitted on `dev` pairs of trained families). {READINGS[config.reading]} Every statement is read the same way;
-the only monitor-specific part is the cue heads below. The fine-tuned weights ship in `{config.encoder_weights}`
-(half precision) with `head.safetensors`.
+(fitted on `dev` pairs of trained families). {reading} Every statement is read the same way;
+the only monitor-specific part is the cue heads below, if any. {weights}.
 
 ## Training data
 
@@ -158,15 +172,24 @@ reports on), on which no S1 was trained or tuned.
 
 A statement and its negation (eval, each scored apart): mean |p(s) + p(not s) - 1| = {fmt(neg.get('mean_abs_gap'))}
 (trained families {fmt(neg.get('trained'))}, held-out {fmt(neg.get('held_out'))}; {neg.get('n', 0)} pairs).
+Two wordings of one family (eval): mean |p(w1) - p(w2)| = {fmt(m['eval'].get('wording', {}).get('mean_abs_gap'))}.
 Does p leave the middle (eval): median p {fmt(mid['median_p_reader_ge_0.8'])} on pairs the readers put at >= 0.8
 ({mid['n_high']}), {fmt(mid['median_p_reader_le_0.2'])} on pairs at <= 0.2 ({mid['n_low']}).
 
 Gold (`s1_labels/gold_dev.jsonl`, measured only) AUROC: {', '.join(f'{k} {fmt(v["auroc"])}' for k, v in gold.items()) or 'not measured'}{cues}.
 
+Minimal pairs (eval; two statements that differ in one condition, on states where the readers put them on
+opposite sides of 0.5): ordered as the readers did in {fmt(m['eval'].get('minimal_pairs', {}).get('ordered'))} of
+{m['eval'].get('minimal_pairs', {}).get('n', 0)}.
+
+### Per form (AUROC, pairs, positives)
+
+{form_table({'test': m['test'], 'eval': m['eval']})}
+
 ### Per family (AUROC, pairs, positives)
 
 {family_table({'test': m['test'], 'eval': m['eval']})}
 
-Reproduce: `python -m training.s1.statement_reader {argv}`; figures alone: `python -m training.s1.statement_reader --name {name} --measure-only`
+Reproduce: `python -m {trainer} {argv}`; figures alone: `python -m {trainer} --name {name} --measure-only`
 or `python -m benchmarks.s1_statements --s1 classifier:{name}`.
 """

@@ -54,7 +54,7 @@ def fine_tune(encoder: PairEncoder, head: ScoreHead, plan: Sequence, batch: Call
     total = len(plan)
     warm = max(1, int(settings.warmup * total))
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
-    step = 0
+    step, before = 0, (0.0, 0)  # time and pairs of the steps run before a resume
     if checkpoint.exists():
         state = torch.load(checkpoint, weights_only=True)
         encoder.load_trained_state(state["encoder"])
@@ -62,6 +62,7 @@ def fine_tune(encoder: PairEncoder, head: ScoreHead, plan: Sequence, batch: Call
         optim.load_state_dict(state["optim"])
         sched.load_state_dict(state["sched"])
         step = state["step"]
+        before = (state.get("seconds", 0.0), state.get("pairs", 0))
         print(f"resuming at step {step} of {total}", flush=True)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     t0, seen, done, recent = time.perf_counter(), 0, 0, []
@@ -84,5 +85,6 @@ def fine_tune(encoder: PairEncoder, head: ScoreHead, plan: Sequence, batch: Call
             recent = []
         if (step + 1) % settings.checkpoint_every == 0 or step + 1 == total:
             torch.save({"encoder": encoder.trained_state(), "head": head.state_dict(), "optim": optim.state_dict(),
-                        "sched": sched.state_dict(), "step": step + 1}, checkpoint)
+                        "sched": sched.state_dict(), "step": step + 1,
+                        "seconds": before[0] + time.perf_counter() - t0, "pairs": before[1] + seen}, checkpoint)
     return Throughput(seen, time.perf_counter() - t0)

@@ -44,7 +44,7 @@ from soma_local.s1.temperature import fit_temperature, scaled_probs
 from training.bank import evaluate as bank_eval
 from training.bank.statement_bank import Bank, load_bank
 from training.labels.examples import Example, read_labelled
-from training.labels.pairs import PAPER_MONITORS, Pair, all_pairs, reworded, trainable
+from training.labels.pairs import PAPER_MONITORS, Pair, all_pairs, reworded, trainable, whole_states
 from training.paths import REPO, RUNS, gold_dev
 from training.s1.card import statement_card
 from training.s1.cue_heads import fit_cue_head
@@ -208,11 +208,14 @@ def measure(folder: Path, pairs: Sequence[Pair], bank: Bank, args) -> dict:
     """The shipped folder's figures on test and eval pairs, negation agreement on eval, and gold."""
     s1 = ClassifierS1(folder, device=args.device, precision=args.precision)
     out: dict = {}
+    pairs = whole_states(pairs)
     for split in ("test", "eval"):
         chosen = limit_states([p for p in pairs if p.split == split], args.eval_limit)
-        out[split] = bank_eval.figures(chosen, bank_eval.score(s1, chosen, progress=split), bank)
-    out["eval"]["negation"] = bank_eval.negation_gap(s1, limit_states([p for p in pairs if p.split == "eval"], args.eval_limit),
-                                                     bank, progress="eval negations")
+        if split == "eval":
+            p, negation, wording = bank_eval.consistency(s1, chosen, bank, progress=split)
+            out[split] = bank_eval.figures(chosen, p, bank) | {"negation": negation, "wording": wording}
+        else:
+            out[split] = bank_eval.figures(chosen, bank_eval.score(s1, chosen, progress=split), bank)
     gold = gold_pairs()
     if gold:
         out["gold_dev"] = bank_eval.figures(gold, bank_eval.score(s1, gold, progress="gold"), bank)
@@ -386,6 +389,7 @@ def finish(folder: Path, config: S1ModelConfig, metrics: dict, bank: Bank) -> in
     m = metrics["measured"]
     print(bank_eval.pooled_table({k: v for k, v in m.items() if k != "gold_dev"}))
     print(bank_eval.family_table({"test": m["test"], "eval": m["eval"]}))
+    print(bank_eval.form_table({"test": m["test"], "eval": m["eval"]}))
     print(json.dumps({"negation": m["eval"].get("negation"), "middle": m["eval"]["middle"],
                       "gold_dev": {f: v["auroc"] for f, v in m.get("gold_dev", {}).get("families", {}).items()}}, indent=1))
     print(f"saved {folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder}")

@@ -143,13 +143,18 @@ def main(argv: list[str] | None = None) -> int:
         state = torch.load(args.from_checkpoint, weights_only=True)
         encoder.load_trained_state(state["encoder"])
         head.load_state_dict(state["head"])
-        throughput = {"stopped_at_step": state["step"], "of_steps": len(plan)}
+        throughput = {"stopped_at_step": state["step"], "of_steps": len(plan), "threads": torch.get_num_threads(),
+                      "device": str(encoder.device), "bf16": encoder.bf16}
+        if state.get("pairs"):
+            throughput |= {"pairs": state["pairs"], "minutes": round(state["seconds"] / 60, 1),
+                           "seconds_per_pair": round(state["seconds"] / state["pairs"], 4)}
     else:
         work = RUNS / args.name
         work.mkdir(parents=True, exist_ok=True)
         speed = fine_tune(encoder, head, plan, batch, settings, work / checkpoint_name(args, len(train_pairs)))
         throughput = {"pairs": speed.pairs, "minutes": round(speed.seconds / 60, 1),
-                      "seconds_per_pair": round(speed.seconds_per_pair, 4), "threads": torch.get_num_threads()}
+                      "seconds_per_pair": round(speed.seconds_per_pair, 4), "threads": torch.get_num_threads(),
+                      "device": str(encoder.device), "bf16": encoder.bf16}
     config = ship(out, encoder, head, init_config, init_folder, args)
     write_trained_questions(out, {p.question_id for p in pairs if p.split in ("train", "dev")}
                             | set(read_trained_questions(init_folder)))

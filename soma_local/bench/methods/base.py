@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from soma_local.engine.monitors import Monitor
 from soma_local.s1.base import S1
 from soma_local.s2.base import S2Backend, SamplingParams
-from soma_local.s2.formats import ThinkingFormat, detect_thinking, prompt_for, system_prompt
+from soma_local.s2.formats import ThinkingFormat, backend_thinking, prompt_for, system_prompt
 from soma_local.engine.pauses import PauseRule
 from soma_local.engine.session import Pause, Session
 from soma_local.engine.trace import TokenCounts
@@ -34,7 +34,7 @@ class Harness:
     thinking: ThinkingFormat | None = None
 
     def fmt(self) -> ThinkingFormat:
-        return self.thinking or detect_thinking(self.s2.chat_template or "", self.s2.is_single_token("</think>"))
+        return self.thinking or backend_thinking(self.s2)
 
     def session(self, prompt: str, *, extra_system: str | None = None) -> Session:
         """A fresh unsupervised session on ``prompt`` (the baselines' starting point), same seed."""
