@@ -45,7 +45,7 @@ from training.bank.statement_bank import load_bank
 from training.labels.pairs import Pair, all_pairs, trainable
 from training.paths import RUNS
 from training.s1.fit import FitSettings, fine_tune
-from training.s1.statement_reader import finish, logits, measure, measure_gold, plan_epochs
+from training.s1.statement_reader import finish, limit_states, logits, measure, measure_gold, plan_epochs
 
 READER_WEIGHTS_FILE = "reader.safetensors"
 
@@ -76,7 +76,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--speed-test", type=int, default=0, metavar="STEPS")
     ap.add_argument("--measure-only", action="store_true", help="measure s1_models/NAME as it ships; train nothing")
     ap.add_argument("--from-checkpoint", type=Path, help="ship this checkpoint of a run stopped before its end")
-    ap.add_argument("--eval-limit", type=int, default=0, help="measure on the first N states of each set (0 = all)")
+    ap.add_argument("--eval-limit", type=int, default=0, help="measure on N states of each set, spread over it (0 = all)")
+    ap.add_argument("--dev-limit", type=int, default=0, help="fit T on N dev states, spread over them (0 = all)")
     args = ap.parse_args(argv)
     args.short_epochs, args.short_length = 0, args.max_length  # plan_epochs' settings: whole states every epoch
     args.no_cue_heads = True
@@ -159,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     write_trained_questions(out, {p.question_id for p in pairs if p.split in ("train", "dev")}
                             | set(read_trained_questions(init_folder)))
     raw = ClassifierS1(out, device=args.device, precision=args.precision)
-    temperature = fit_temperature(logits(raw, dev_pairs, "dev (T)"), np.array([p.p for p in dev_pairs]))
-    metrics = {"data": {"train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs), "epochs": args.epochs,
+    fit_on = limit_states(dev_pairs, args.dev_limit)
+    temperature = fit_temperature(logits(raw, fit_on, "dev (T)"), np.array([p.p for p in fit_on]))
+    metrics = {"data": {"train_pairs": len(train_pairs), "dev_pairs": len(fit_on), "epochs": args.epochs,
                         "init": args.init, "held_out_families": [f.id for f in bank.held_out], "families": len(bank.family),
                         "argv": sys.argv[1:] if argv is None else argv},
                "throughput": throughput, "temperature": round(temperature, 4),
