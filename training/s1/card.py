@@ -160,6 +160,7 @@ half of the shared traces' questions and from runs of the embedded S2s, never a 
 Held-out families, never trained on, never used for T or any choice:
 {', '.join(f'`{f}`' for f in data.get('held_out_families', []))}.
 
+{data['note'].capitalize() + '.' if data.get('note') else ''}
 Training throughput: {speed.get('seconds_per_pair', '?')} s per labelled pair ({speed.get('pairs', '?')} pairs in
 {speed.get('minutes', '?')} min, {speed.get('threads', '?')} threads on {speed.get('device', '?')}, bf16 autocast {speed.get('bf16', '?')}).
 

@@ -45,7 +45,7 @@ from training.bank.statement_bank import load_bank
 from training.labels.pairs import Pair, all_pairs, trainable
 from training.paths import RUNS
 from training.s1.fit import FitSettings, fine_tune
-from training.s1.statement_reader import finish, limit_states, logits, measure, measure_gold, plan_epochs
+from training.s1.statement_reader import finish, limit_states, logits, measure, measure_gold, plan_epochs, without_option
 
 READER_WEIGHTS_FILE = "reader.safetensors"
 
@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     temperature = fit_temperature(logits(raw, fit_on, "dev (T)"), np.array([p.p for p in fit_on]))
     metrics = {"data": {"train_pairs": len(train_pairs), "dev_pairs": len(fit_on), "epochs": args.epochs,
                         "init": args.init, "held_out_families": [f.id for f in bank.held_out], "families": len(bank.family),
-                        "argv": sys.argv[1:] if argv is None else argv},
+                        "argv": without_option(without_option(sys.argv[1:] if argv is None else argv, "--from-checkpoint"),
+                                               "--eval-limit")},
                "throughput": throughput, "temperature": round(temperature, 4),
                "gold_dev_encoder": measure_gold(raw, bank, temperature)}
     raw.close()
