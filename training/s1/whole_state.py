@@ -37,7 +37,7 @@ from soma_local.errors import ModelFileError
 from soma_local.s1.chunked import ChunkedStateEncoder
 from soma_local.s1.classifier import PRECISIONS, ClassifierS1, ScoreHead
 from soma_local.s1.model_folders import (CARD_FILE, S1_MODELS_DIR, WEIGHTS_FILE, S1ModelConfig, read_config,
-                                         read_trained_questions, read_weights, resolve_backbone, resolve_s1_model,
+                                         read_encoder_weights, read_trained_questions, read_weights, resolve_backbone, resolve_s1_model,
                                          write_trained_questions)
 from soma_local.s1.state import format_state
 from soma_local.s1.temperature import fit_temperature
@@ -80,7 +80,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dev-limit", type=int, default=0, help="fit T on N dev states, spread over them (0 = all)")
     args = ap.parse_args(argv)
     args.short_epochs, args.short_length = 0, args.max_length  # plan_epochs' settings: whole states every epoch
-    args.no_cue_heads = True
     return args
 
 
@@ -96,8 +95,6 @@ def build(args) -> tuple[ChunkedStateEncoder, ScoreHead, S1ModelConfig, Path]:
     config = read_config(folder)
     if config.reading != "shared" or not config.encoder_weights or config.head_hidden != 0:
         raise ModelFileError(f"{folder}: --init needs a shared-reading S1 with fine-tuned encoder weights and a linear head")
-    from soma_local.s1.model_folders import read_encoder_weights
-
     encoder = ChunkedStateEncoder(resolve_backbone(config.backbone), args.max_length, args.device,
                                   read_encoder_weights(folder, config), args.precision, chunk_tokens=args.chunk_tokens,
                                   cache_chunks=0)
