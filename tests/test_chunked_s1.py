@@ -80,8 +80,9 @@ def test_age_vectors_enter_as_if_added_to_every_key_and_value():
 def test_the_cache_is_bounded_and_keyed_by_content():
     cache = ChunkCache(capacity=2)
     for ids in ([1, 2], [3, 4], [5, 6]):
-        cache.put(ids, object())
-    assert len(cache) == 2 and cache.get([1, 2]) is None and cache.get([5, 6]) is not None
+        cache.put(ChunkCache.key(ids), object())
+    assert ChunkCache.key([1, 2]) != ChunkCache.key([2, 1])
+    assert len(cache) == 2 and cache.get(ChunkCache.key([1, 2])) is None and cache.get(ChunkCache.key([5, 6])) is not None
 
 
 def test_a_chunked_folder_loads_as_a_classifier_and_reads_the_whole_reasoning(tmp_path):

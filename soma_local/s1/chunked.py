@@ -57,7 +57,8 @@ class ChunkKV:
 
 
 class ChunkCache:
-    """Chunk encodings by content (token ids), least recently used dropped first beyond ``capacity``."""
+    """Chunk encodings by content (``key`` of the token ids), least recently used dropped first beyond
+    ``capacity``."""
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
@@ -68,20 +69,20 @@ class ChunkCache:
     def key(ids: Sequence[int]) -> bytes:
         return hashlib.blake2b(torch.tensor(ids, dtype=torch.int32).numpy().tobytes(), digest_size=16).digest()
 
-    def get(self, ids: Sequence[int]) -> ChunkKV | None:
-        item = self._items.get(self.key(ids))
+    def get(self, key: bytes) -> ChunkKV | None:
+        item = self._items.get(key)
         if item is None:
             self.misses += 1
             return None
-        self._items.move_to_end(self.key(ids))
+        self._items.move_to_end(key)
         self.hits += 1
         return item
 
-    def put(self, ids: Sequence[int], item: ChunkKV) -> None:
+    def put(self, key: bytes, item: ChunkKV) -> None:
         if self.capacity <= 0:
             return
-        self._items[self.key(ids)] = item
-        self._items.move_to_end(self.key(ids))
+        self._items[key] = item
+        self._items.move_to_end(key)
         while len(self._items) > self.capacity:
             self._items.popitem(last=False)
 
@@ -90,6 +91,17 @@ class ChunkCache:
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _padded(rows: Sequence[list[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids of rows of different lengths in one tensor, and which positions hold a token."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    valid = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        valid[i, : len(r)] = True
+    return ids.to(device), valid.to(device)
 
 
 def _heads(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -223,10 +235,11 @@ class ChunkedStateEncoder(PairEncoder):
                 task_chunks = [task_chunks[0], task_chunks[-1]]
         ids = self._tokens(reasoning)
         chunks = [ids[i : i + c] for i in range(0, len(ids), c)]
-        room = self.max_length - sum(len(t) + 1 for t in task_chunks)
+        room = self.max_length - sum(len(t) + 1 for t in task_chunks)  # each chunk is read with its [SEP]
         kept: list[list[int]] = []
         for chunk in reversed(chunks):  # newest first, whole chunks only
-            if kept and sum(len(k) + 1 for k in kept) + len(chunk) + 1 > room:
+            room -= len(chunk) + 1
+            if kept and room < 0:
                 break
             kept.append(chunk)
         ages = [0] * len(task_chunks) + [min(MAX_AGE - 1, len(kept) - i) for i in range(len(kept))]
@@ -234,32 +247,20 @@ class ChunkedStateEncoder(PairEncoder):
 
     def encode_chunks(self, chunks: Sequence[list[int]]) -> list[ChunkKV]:
         """Each chunk's per-layer keys and values, from the cache or encoded here (all misses in one batch)."""
-        out: list[ChunkKV | None] = [self.cache.get(c) for c in chunks]
-        todo = [i for i, item in enumerate(out) if item is None]
-        seen: dict[bytes, int] = {}
-        unique = []
-        for i in todo:
-            k = ChunkCache.key(chunks[i])
-            if k not in seen:
-                seen[k] = len(unique)
-                unique.append(chunks[i])
-        if unique:
-            encoded = self._encode([[*c, self.tok.sep_token_id] for c in unique])
-            for i in todo:
-                out[i] = encoded[seen[ChunkCache.key(chunks[i])]]
-            for c, item in zip(unique, encoded):
-                self.cache.put(c, item)
-        return out  # type: ignore[return-value]
+        keys = [ChunkCache.key(c) for c in chunks]
+        found = {k: item for k in dict.fromkeys(keys) if (item := self.cache.get(k)) is not None}
+        missing = {k: c for k, c in zip(keys, chunks) if k not in found}  # each distinct chunk once
+        if missing:
+            encoded = self._encode([[*c, self.tok.sep_token_id] for c in missing.values()])
+            for k, item in zip(missing, encoded):
+                self.cache.put(k, item)
+                found[k] = item
+        return [found[k] for k in keys]
 
     @torch.no_grad()
     def _encode(self, rows: Sequence[list[int]]) -> list[ChunkKV]:
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.tok.pad_token_id, dtype=torch.long)
-        valid = torch.zeros((len(rows), width), dtype=torch.bool)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            valid[i, : len(r)] = True
-        ids, valid = ids.to(self.device), valid.to(self.device)
+        ids, valid = _padded(rows, self.tok.pad_token_id, self.device)
+        width = ids.shape[1]
         positions = (STATEMENT_ROOM + torch.arange(width, device=self.device)).expand(len(rows), -1)
         mask = (valid[:, None, None, :] | torch.eye(width, dtype=torch.bool, device=self.device)[None, None])
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
@@ -280,14 +281,8 @@ class ChunkedStateEncoder(PairEncoder):
         statement's last layer, as the head was trained on."""
         tok = self.tok
         rows = [[tok.cls_token_id, *s[: STATEMENT_ROOM - 2], tok.sep_token_id] for s in statements]
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
-        valid = torch.zeros((len(rows), width), dtype=torch.bool)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            valid[i, : len(r)] = True
-        ids, valid = ids.to(self.device), valid.to(self.device)
-        n = len(rows)
+        ids, valid = _padded(rows, tok.pad_token_id, self.device)
+        n, width = ids.shape
         state = torch.cat([c.kv for c in chunks], dim=3).to(self.device)  # (layers, 2, heads, T, head size)
         ends = torch.tensor([c.tokens for c in chunks]).cumsum(0).tolist()
         bounds = list(zip([0, *ends[:-1]], ends))
