@@ -114,16 +114,17 @@ def consistency(s1: S1, pairs: Sequence[Pair], bank: Bank, progress: str = "") -
     encoded once for all its statements): a statement and its negation, mean |p(s) + p(not s) - 1| (s the
     pair's family wording, not s its negation), and two wordings of one family, mean |p(w1) - p(w2)|."""
     bank_only = [i for i, q in enumerate(pairs) if q.family in bank.by_id and not q.key.endswith(".contrast")]
-    base = [pairs[i].key.split(".")[0] + "." + (pairs[i].key.split(".")[1] if pairs[i].key.split(".")[1].isdigit() else "0")
-            for i in bank_only]
-    other = [f"{k.split('.')[0]}.{(int(k.split('.')[1]) + 1) % len(bank.by_id[k.split('.')[0]].wordings)}" for k in base]
+    families = [pairs[i].family for i in bank_only]
+    index = [int(i) if (i := pairs[j].key.split(".")[1]).isdigit() else 0 for j in bank_only]  # a form: wording 0
+    base = [f"{f}.{i}" for f, i in zip(families, index)]
+    other = [f"{f}.{(i + 1) % len(bank.by_id[f].wordings)}" for f, i in zip(families, index)]
     rows = list(pairs) + [pairs[i] for i in bank_only] * 3
     texts = ([q.statement for q in pairs] + [bank.statement(k) for k in base] + [bank.statement(k + ".not") for k in base]
              + [bank.statement(k) for k in other])
     p = score(s1, rows, texts, progress)
     n, m = len(pairs), len(bank_only)
     p_pos, p_neg, p_alt = p[n : n + m], p[n + m : n + 2 * m], p[n + 2 * m :]
-    held = np.isin([pairs[i].family for i in bank_only], [f.id for f in bank.held_out])
+    held = np.isin(families, [f.id for f in bank.held_out])
 
     def summary(gap: np.ndarray) -> dict:
         return {"mean_abs_gap": float(np.nanmean(gap)) if m else None,

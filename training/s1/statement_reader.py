@@ -232,25 +232,39 @@ def limit_states(pairs: Sequence[Pair], n: int) -> list[Pair]:
     return [p for p in pairs if p.sid in keep]
 
 
+def labelled_pairs(bank: Bank, limit: int = 0) -> tuple[list[Pair], list[Pair], list[Pair]]:
+    """Every labelled pair, and the ``train`` and ``dev`` pairs of trained families (the first ``limit``
+    train pairs where given), with a line saying how many of each split there are."""
+    t0 = time.perf_counter()
+    pairs = all_pairs(bank)
+    train_pairs, dev_pairs = trainable(pairs, bank, "train"), trainable(pairs, bank, "dev")
+    if limit:
+        train_pairs = train_pairs[:limit]
+    print(f"pairs: {len(train_pairs)} train, {len(dev_pairs)} dev (T), "
+          f"{sum(p.split == 'test' for p in pairs)} test, {sum(p.split == 'eval' for p in pairs)} eval; "
+          f"held-out families: {', '.join(f.id for f in bank.held_out)} ({time.perf_counter() - t0:.0f} s to rebuild the states)",
+          flush=True)
+    return pairs, train_pairs, dev_pairs
+
+
+def measure_again(folder: Path, pairs: Sequence[Pair], bank: Bank, args) -> int:
+    """``--measure-only``: the folder as it ships, measured anew into its metrics and card."""
+    metrics_path = folder / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
+    metrics["measured"] = measure(folder, pairs, bank, args)
+    return finish(folder, read_config(folder), metrics, bank)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     bank = load_bank()
-    t0 = time.perf_counter()
-    pairs = all_pairs(bank)
-    train_pairs, dev_pairs = trainable(pairs, bank, "train"), trainable(pairs, bank, "dev")
-    if args.limit:
-        train_pairs = train_pairs[: args.limit]
-    print(f"pairs: {len(train_pairs)} train, {len(dev_pairs)} dev (T), "
-          f"{sum(p.split == 'test' for p in pairs)} test, {sum(p.split == 'eval' for p in pairs)} eval; "
-          f"held-out families: {', '.join(f.id for f in bank.held_out)} ({time.perf_counter() - t0:.0f} s to rebuild the states)")
+    pairs, train_pairs, dev_pairs = labelled_pairs(bank, args.limit)
     folder = args.out / args.name
     metrics_path = folder / "metrics.json"
     if args.measure_only:
-        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-        metrics["measured"] = measure(folder, pairs, bank, args)
-        return finish(folder, read_config(folder), metrics, bank)
+        return measure_again(folder, pairs, bank, args)
 
     if args.from_checkpoint:  # a run stopped before its end: ship its last checkpoint as it is
         state = torch.load(args.from_checkpoint, weights_only=True)

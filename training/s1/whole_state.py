@@ -27,7 +27,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +41,10 @@ from soma_local.s1.model_folders import (CARD_FILE, S1_MODELS_DIR, WEIGHTS_FILE,
 from soma_local.s1.state import format_state
 from soma_local.s1.temperature import fit_temperature
 from training.bank.statement_bank import load_bank
-from training.labels.pairs import Pair, all_pairs, trainable
 from training.paths import RUNS
 from training.s1.fit import FitSettings, fine_tune
-from training.s1.statement_reader import finish, limit_states, logits, measure, measure_gold, plan_epochs, without_option
+from training.s1.statement_reader import (finish, labelled_pairs, limit_states, logits, measure, measure_again, measure_gold,
+                                         plan_epochs, without_option)
 
 READER_WEIGHTS_FILE = "reader.safetensors"
 
@@ -108,17 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     bank = load_bank()
-    t0 = time.perf_counter()
-    pairs = all_pairs(bank)
-    train_pairs, dev_pairs = trainable(pairs, bank, "train"), trainable(pairs, bank, "dev")
-    print(f"pairs: {len(train_pairs)} train, {len(dev_pairs)} dev (T), {sum(p.split == 'test' for p in pairs)} test, "
-          f"{sum(p.split == 'eval' for p in pairs)} eval ({time.perf_counter() - t0:.0f} s to rebuild the states)", flush=True)
+    pairs, train_pairs, dev_pairs = labelled_pairs(bank)
     out = args.out / args.name
-    metrics_path = out / "metrics.json"
     if args.measure_only:
-        metrics = json.loads(metrics_path.read_text()) if metrics_path.is_file() else {}
-        metrics["measured"] = measure(out, pairs, bank, args)
-        return finish(out, read_config(out), metrics, bank)
+        return measure_again(out, pairs, bank, args)
 
     encoder, head, init_config, init_folder = build(args)
     settings = FitSettings(lr=args.lr, head_lr=args.head_lr, weight_decay=args.weight_decay, seed=args.seed,
