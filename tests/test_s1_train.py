@@ -13,7 +13,7 @@ import pytest
 from soma_local.s1.classifier import SharedStateEncoder
 from soma_local.s1.model_folders import resolve_backbone
 from training.bank import evaluate as bank_eval
-from training.bank.statement_bank import load_bank
+from training.bank.statement_bank import form_of, load_bank
 from training.labels.pairs import Pair, reworded, trainable
 from training.s1.statement_reader import StateTokens, plan_epochs
 
@@ -93,5 +93,5 @@ def test_forms_and_minimal_pairs_are_reported_apart(bank):
     out = bank_eval.figures(pairs, np.array([0.8, 0.3, 0.6, 0.4, 0.7, 0.2]), bank)
     assert out["minimal_pairs"] == {"n": 2, "ordered": 0.5}  # state s ordered as the readers did, state t not
     assert {"question", "negation"} <= set(out["forms"])
-    assert [bank_eval.form_of(k) for k in ("looping.0", "looping.0.not", "looping.label", "overthinking")] == \
+    assert [form_of(k) for k in ("looping.0", "looping.0.not", "looping.label", "overthinking")] == \
         ["wording", "negation", "label", "paper"]

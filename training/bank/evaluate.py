@@ -21,7 +21,7 @@ import numpy as np
 
 from soma_local.s1.base import S1, S1Query
 from soma_local.s1.temperature import auroc, evaluate
-from training.bank.statement_bank import Bank
+from training.bank.statement_bank import FORM_ORDER, Bank, form_of
 from training.labels.pairs import Pair
 
 
@@ -75,19 +75,6 @@ def figures(pairs: Sequence[Pair], p: np.ndarray, bank: Bank) -> dict:
                      "median_p_reader_le_0.2": float(np.median(p[low])) if low.any() else None,
                      "n_high": int(high.sum()), "n_low": int(low.sum())}
     return out
-
-
-FORM_ORDER = ("wording", "negation", "question", "instruction", "label", "contrast", "paper")
-
-
-def form_of(key: str) -> str:
-    """How a statement is written: a family's wording, its negation, one of its forms, or a paper monitor."""
-    parts = key.split(".")
-    if len(parts) == 1:
-        return "paper"
-    if key.endswith(".not"):
-        return "negation"
-    return "wording" if parts[1].isdigit() else parts[1]
 
 
 def minimal_pairs(pairs: Sequence[Pair], p: np.ndarray, bank: Bank) -> dict:

@@ -221,6 +221,19 @@ def is_negation(key: str) -> bool:
     return key.endswith(".not")
 
 
+FORM_ORDER = ("wording", "negation", "question", "instruction", "label", "contrast", "paper")
+
+
+def form_of(key: str) -> str:
+    """How a statement is written: a family's wording, its negation, one of its forms, or a paper monitor."""
+    parts = key.split(".")
+    if len(parts) == 1:
+        return "paper"
+    if key.endswith(".not"):
+        return "negation"
+    return "wording" if parts[1].isdigit() else parts[1]
+
+
 def bank_split(question_id: str) -> Split:
     """Which side of the bank's split a question is on (seeded, stable under any subset)."""
     draw = int.from_bytes(hashlib.sha256(f"{SPLIT_SEED}\0{question_id}".encode()).digest()[:8], "big") / 2**64

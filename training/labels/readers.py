@@ -36,7 +36,7 @@ from soma_local.data_dir import data_dir
 from soma_local.errors import DataError
 from soma_local.s1.state import parse_state
 from soma_local.s1.temperature import evaluate
-from training.bank.statement_bank import family_of, is_negation
+from training.bank.statement_bank import FORM_ORDER, family_of, form_of, is_negation
 from training.labels.examples import Example
 from training.paths import BANK_LABELS, BANK_STATES, READER_LABELS, READER_STATES, shown
 from training.states.bank_batches import read_states
@@ -265,10 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--from", dest="src", type=Path, nargs="+", required=True, help="folders of BATCH.READER.jsonl files")
     a = sub.add_parser("agreement", help="reader-vs-reader figures on what two readers labelled")
     a.add_argument("kind", choices=KINDS)
+    a.add_argument("--draws", help="only the states of these draws, by their ids' first letter (e.g. km)")
+    a.add_argument("--by-form", action="store_true", help="bank: also the figures of each form of statement")
     args = ap.parse_args(argv)
     model = KINDS[args.kind]
     if args.cmd == "agreement":
-        print(json.dumps(agreement(read_labels(model)), indent=2))
+        rows = [r for r in read_labels(model) if not args.draws or r.sid[0] in args.draws]
+        out = agreement(rows)
+        if args.by_form:
+            out["forms"] = {f: a["all"] for f in FORM_ORDER if (a := agreement([r for r in rows if form_of(r.key) == f]))}
+        print(json.dumps(out, indent=2))
         return 0
     rows = merge(args.src, read_labels(model), model, model.judged_fields())
     write_jsonl(model.FILE, (r.row() for r in rows))
