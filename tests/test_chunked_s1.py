@@ -103,3 +103,28 @@ def test_a_chunked_folder_loads_as_a_classifier_and_reads_the_whole_reasoning(tm
     first = s1.score([S1Query("Is the reasoning going in circles?", task, reasoning)])[0]
     assert 0.0 < first < 1.0 and len(s1.encoder.cache) > 0
     assert s1.version != ClassifierS1("minilm-statements", device="cpu", precision="float32").version
+
+
+def test_a_shipped_whole_state_folder_is_the_start_of_a_further_stage(tmp_path):
+    from argparse import Namespace
+
+    from soma_local.errors import ModelFileError
+    from training.s1.whole_state import build, ship
+
+    args = Namespace(init="minilm-statements", max_length=2048, chunk_tokens=128, device="cpu", precision="float32")
+    encoder, head, config, folder = build(args)
+    with torch.no_grad():  # as if trained: the next stage must start from these, not from zero
+        encoder.reader["age"][0][1].fill_(0.25)
+        head.net[1].bias.fill_(0.5)
+    first = tmp_path / "first"
+    ship(first, encoder, head, config, folder, args)
+
+    again, again_head, again_config, again_folder = build(Namespace(**{**vars(args), "init": str(first)}))
+    assert torch.all(again.reader["age"][0][1] == 0.25) and again_head.net[1].bias.item() == 0.5
+    for (name, a), b in zip(again.reader.state_dict().items(), encoder.reader.state_dict().values()):
+        assert torch.allclose(a, b, atol=2e-3), name  # shipped in half precision
+    second = tmp_path / "second"
+    shipped = ship(second, again, again_head, again_config, again_folder, args)
+    assert (second / shipped.encoder_weights).resolve() == (folder / config.encoder_weights).resolve()  # still shared
+    with pytest.raises(ModelFileError, match="chunks of 128"):
+        build(Namespace(**{**vars(args), "init": str(first), "chunk_tokens": 256}))

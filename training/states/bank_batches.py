@@ -251,22 +251,25 @@ def draw_statements(drawn: list[dict], bank: Bank, rng: random.Random, args, onl
             for i, d in enumerate(drawn)]
 
 
-def halves(existing: Sequence[BankState], of: set[str], min_tokens: int, n: int, prefix: str,
+def halves(existing: Sequence[BankState], of: set[str], splits: set[str], min_tokens: int, n: int, prefix: str,
            rng: random.Random) -> list[BankState]:
-    """``n`` long test or eval states of the draws ``of`` (H of ``min_tokens`` thinking tokens or more), each
+    """``n`` long states of the draws ``of`` and ``splits`` (H of ``min_tokens`` thinking tokens or more), each
     as its newest half: the same reference and statements, only the newest half of H's characters shown.
     Where a reader finds a statement holding on the whole state but not on its newest half, its evidence
-    sits only in the older half: what a reader of the newest window alone cannot see."""
+    sits only in the older half: what a reader of the newest window alone cannot see. On test and eval
+    states that is a measure (``benchmarks/s1_early_evidence.py``); on train and dev states the two labels
+    side by side teach a whole-state S1 where the evidence sits."""
     texts = Texts()
     vocab = GgufVocab.from_path(resolve_gguf(None))
     long = []
     for s in existing:
-        if s.sid[0] in of and s.split in ("test", "eval") and s.keep_chars is None:
+        if s.sid[0] in of and s.split in splits and s.keep_chars is None:
             reasoning = parse_state(texts.state(s))[1]
             if len(vocab.pieces(reasoning)) >= min_tokens:
                 long.append((s, len(reasoning) // 2))
     if len(long) < n:
-        raise DataError(f"only {len(long)} test and eval states of draws {''.join(sorted(of))} hold {min_tokens} tokens; {n} wanted")
+        raise DataError(f"only {len(long)} {'/'.join(sorted(splits))} states of draws {''.join(sorted(of))} hold {min_tokens} tokens; "
+                        f"{n} wanted")
     return [s.model_copy(update={"sid": f"{prefix}{i:05d}", "keep_chars": keep, "of_sid": s.sid})
             for i, (s, keep) in enumerate(rng.sample(long, n))]
 
@@ -275,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.states.bank_batches", description=__doc__.split("\n\n")[0])
     ap.add_argument("source", choices=["traces", "runs", "eval", "halves"],
                     help="traces: the training half; runs: the embedded S2 runs; eval: the other half, for measuring only; "
-                         "halves: the newest half of long test and eval states already drawn, with their statements")
+                         "halves: the newest half of long states already drawn (--splits), with their statements")
     ap.add_argument("--of", default="m", help="halves: the draws (letters) whose long states are halved")
+    ap.add_argument("--splits", default="test,eval", help="halves: the splits whose long states are halved (comma-separated)")
     ap.add_argument("--min-tokens", type=int, default=1000, help="halves: thinking tokens (SmolLM2's) a state's H must hold")
     ap.add_argument("--train", type=int, default=1150, help="traces: states of train questions")
     ap.add_argument("--dev", type=int, default=250, help="traces: states of dev questions")
@@ -317,7 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         raise DataError(f"{shown(BANK_STATES)} already has states {prefix}*; choose another --prefix, or delete them to draw again")
     rng = random.Random(f"{args.seed}:{args.source}" + (f":{prefix}" if args.prefix else ""))
     if args.source == "halves":
-        states = halves(existing, set(args.of), args.min_tokens, args.states, prefix, rng)
+        splits = set(args.splits.split(","))
+        if splits - {"train", "dev", "test", "eval"}:
+            raise DataError(f"--splits: not splits: {', '.join(sorted(splits - {'train', 'dev', 'test', 'eval'}))}")
+        states = halves(existing, set(args.of), splits, args.min_tokens, args.states, prefix, rng)
     else:
         if args.source == "runs":
             taken = {(s.run_id, s.cut_char) for s in existing if s.source == "run"}
