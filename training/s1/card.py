@@ -135,6 +135,9 @@ def statement_card(name: str, config: S1ModelConfig, metrics: dict) -> str:
                 f"{config.state_limit}-token state, `soma_local/s1/cues.py`, fitted on the train split's reader labels and "
                 f"joined to the encoder on dev; they apply to those two exact statements only); the encoder alone: "
                 + ", ".join(f"{k} {fmt(v['auroc'])}" for k, v in alone.items()))
+    span = f"{data['steps']} steps" if data.get("steps") else f"{data.get('epochs', '?')} epochs"
+    stages = "".join(f" It went on from a model trained earlier on {st.get('pairs', '?')} pairs in {st.get('minutes', '?')} min "
+                     f"({st.get('seconds_per_pair', '?')} s per pair)." for st in speed.get("earlier_stages", []))
     trainer = TRAINERS.get(config.reading, "training.s1.statement_reader")
     reading = READINGS[config.reading].format(chunk=config.chunk_tokens, limit=config.max_length)
     weights = (f"The statement side ships in `{config.reader_weights}` (half precision) with `head.safetensors`; the state "
@@ -155,14 +158,14 @@ Reader labels of (state, statement) pairs (`training/data/bank_labels.jsonl`, ge
 `training/data/GENERAL_RUBRIC.md`) over {data.get('families', '?')} statement families of `training/data/statement_bank.toml`,
 plus the paper monitors' reader labels (`training/data/reader_labels.jsonl`, gold rubric): {data.get('train_pairs', '?')}
 training pairs (a share shown each epoch in another wording of their family or as its negation),
-{data.get('dev_pairs', '?')} dev pairs, {data.get('epochs', '?')} epochs from `{data.get('init', '?')}`. States come from the training
+{data.get('dev_pairs', '?')} dev pairs, {span} from `{data.get('init', '?')}`. States come from the training
 half of the shared traces' questions and from runs of the embedded S2s, never a reserved question.
 Held-out families, never trained on, never used for T or any choice:
 {', '.join(f'`{f}`' for f in data.get('held_out_families', []))}.
 
 {data['note'].capitalize() + '.' if data.get('note') else ''}
 Training throughput: {speed.get('seconds_per_pair', '?')} s per labelled pair ({speed.get('pairs', '?')} pairs in
-{speed.get('minutes', '?')} min, {speed.get('threads', '?')} threads on {speed.get('device', '?')}, bf16 autocast {speed.get('bf16', '?')}).
+{speed.get('minutes', '?')} min, {speed.get('threads', '?')} threads on {speed.get('device', '?')}, bf16 autocast {speed.get('bf16', '?')}).{stages}
 
 ## Figures (as it ships, through the S1 interface)
 
