@@ -3,7 +3,7 @@ trainable copy of its layers reads the statements over all the chunks (``soma_lo
 
     python -m training.s1.whole_state --name minilm-whole                 # train, fit T, measure, ship
     python -m training.s1.whole_state --name minilm-whole --speed-test 10 # seconds per pair, nothing saved
-    python -m training.s1.whole_state --name minilm-whole --init minilm-whole --steps 500 --seed 1
+    python -m training.s1.whole_state --name minilm-whole --init minilm-whole --steps 700 --seed 1
                                                                           # a further stage from what ships
 
 Why this split. Encoding a whole state with gradients would cost a backward pass through 2,048 tokens
