@@ -33,7 +33,7 @@ import string
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal, Sequence, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -322,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(f"{args.seed}:{args.source}" + (f":{prefix}" if args.prefix else ""))
     if args.source == "halves":
         splits = set(args.splits.split(","))
-        if splits - {"train", "dev", "test", "eval"}:
-            raise DataError(f"--splits: not splits: {', '.join(sorted(splits - {'train', 'dev', 'test', 'eval'}))}")
+        if unknown := splits - set(get_args(Split)):
+            raise DataError(f"--splits: not splits: {', '.join(sorted(unknown))} (splits: {', '.join(get_args(Split))})")
         states = halves(existing, set(args.of), splits, args.min_tokens, args.states, prefix, rng)
     else:
         if args.source == "runs":
